@@ -1,0 +1,33 @@
+"""Test helpers for attention kernels: dense reference, packed batches, checkers, fake meshes."""
+
+from kvax_testing.batches import PackedBatch, PackedLayout, packed_batch, packed_layout
+from kvax_testing.checks import CheckReport, Comparison, assert_attention_close, check_attention
+from kvax_testing.mesh import FakeDevicesError, fake_mesh, set_fake_cpu_devices
+from kvax_testing.reference import (
+    DEFAULT_MASK_TERMS,
+    PADDING_SEGMENT_ID,
+    causal_term,
+    document_term,
+    reference_attention,
+    reference_mask,
+)
+
+__all__ = [
+    "DEFAULT_MASK_TERMS",
+    "PADDING_SEGMENT_ID",
+    "CheckReport",
+    "Comparison",
+    "FakeDevicesError",
+    "PackedBatch",
+    "PackedLayout",
+    "assert_attention_close",
+    "causal_term",
+    "check_attention",
+    "document_term",
+    "fake_mesh",
+    "packed_batch",
+    "packed_layout",
+    "reference_attention",
+    "reference_mask",
+    "set_fake_cpu_devices",
+]

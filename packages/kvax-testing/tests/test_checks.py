@@ -1,0 +1,55 @@
+import jax.numpy as jnp
+import pytest
+
+from kvax_testing import PADDING_SEGMENT_ID, check_attention, packed_batch, reference_attention
+
+
+def correct(q, k, v, *layout, scale=0.25):
+    return reference_attention(q, k, v, *layout, scale=scale, dtype=jnp.float32)[0].astype(q.dtype)
+
+
+def wrong_scale(q, k, v, *layout):
+    return correct(q, k, v, *layout, scale=0.25 * 1.05)
+
+
+def dropped_boundary(q, k, v, qp, qs, kp, ks):
+    # Treat every real token as one document: attention leaks across document boundaries.
+    qs = jnp.where(qs == PADDING_SEGMENT_ID, qs, 0)
+    ks = jnp.where(ks == PADDING_SEGMENT_ID, ks, 0)
+    return correct(q, k, v, qp, qs, kp, ks)
+
+
+def leaky_padding(q, k, v, qp, qs, kp, ks):
+    out = correct(q, k, v, qp, qs, kp, ks)
+    return out + 1e-3 * (qs == PADDING_SEGMENT_ID)[:, :, None, None]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_checker_passes_the_reference(dtype):
+    batch = packed_batch(21, kv_len=65, num_docs=3, pad_tokens=7, head_dim=16, dtype=dtype)
+    report = check_attention(correct, batch, scale=0.25)
+    assert report.ok, str(report)
+    assert {c.name for c in report.comparisons} == {"out", "dq", "dk", "dv"}
+
+
+@pytest.mark.parametrize("bug", [wrong_scale, dropped_boundary, leaky_padding])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_checker_catches_planted_bugs(bug, dtype):
+    batch = packed_batch(22, kv_len=65, num_docs=3, pad_tokens=7, head_dim=16, dtype=dtype)
+    report = check_attention(bug, batch, scale=0.25)
+    assert not report.ok
+    assert "FAIL" in str(report)
+    with pytest.raises(AssertionError, match="attention check failed"):
+        report.assert_ok()
+
+
+def test_checker_reports_worst_element():
+    batch = packed_batch(23, batch=1, kv_len=30, num_docs=1, pad_tokens=0, head_dim=8,
+                         num_heads=2, num_kv_heads=1)
+
+    def one_bad_element(q, k, v, *layout):
+        return correct(q, k, v, *layout).at[0, 17, 1, 3].add(0.5)
+
+    report = check_attention(one_bad_element, batch, scale=0.25, grads=False)
+    (out,) = report.comparisons
+    assert not out.ok and out.index == (0, 17, 1, 3)

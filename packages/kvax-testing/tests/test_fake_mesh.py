@@ -1,0 +1,23 @@
+import jax
+import pytest
+
+from kvax_testing import FakeDevicesError, set_fake_cpu_devices
+
+
+def test_plugin_set_fake_devices(fake_device_count):
+    assert fake_device_count == 8
+    assert len(jax.devices("cpu")) == 8
+
+
+def test_fake_mesh_fixture(fake_mesh):
+    mesh = fake_mesh((2, 4), ("data", "context"))
+    assert mesh.shape == {"data": 2, "context": 4}
+    with pytest.raises(FakeDevicesError, match="needs 16 CPU devices"):
+        fake_mesh((4, 4), ("a", "b"))
+
+
+def test_late_request_fails_loudly():
+    jax.numpy.ones(1).block_until_ready()  # JAX has started
+    set_fake_cpu_devices(8)  # same count: nothing to do
+    with pytest.raises(FakeDevicesError, match="already started"):
+        set_fake_cpu_devices(3)
