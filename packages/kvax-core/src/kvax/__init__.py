@@ -1,0 +1,9 @@
+"""Kvax: document-masked flash attention for JAX (Triton kernels on GPU, pure JAX elsewhere)."""
+
+__version_info__ = (0, 2, 0)
+__version__ = ".".join(str(v) for v in __version_info__)
+
+import kvax.ops as ops  # noqa: E402
+import kvax.utils as utils  # noqa: E402
+
+__all__ = [*ops.__all__, *utils.__all__]

@@ -1,0 +1,220 @@
+"""Public functions: create_attention_mask and flash_attention, with the original Kvax signatures.
+
+On one device no mesh and no attention_specs are needed. When a mesh is given, or kvax-dist's
+attention_specs context is active, the call is handed to kvax-dist (imported only then).
+Legend: B batch, T query length, S kv length, N query heads, K kv heads, H head dim, Hv value dim.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Literal, Sequence
+
+import jax
+import jax.numpy as jnp
+
+from kvax._src.attention import validate
+from kvax._src.attention.mask import AttentionMask, build_masks
+from kvax._src.attention.vjp import Options, attention
+from kvax._src.config import FlashAttentionParamsConfig, current_device_kind, default_params
+
+Backend = Literal["auto", "triton", "xla"]
+BACKENDS = ("auto", "triton", "xla")
+
+
+def _dist(mesh):
+    """kvax_dist when a sharded call is asked for (a mesh given, or its specs active), else None."""
+    dist = sys.modules.get("kvax_dist")
+    if mesh is None and (dist is None or not dist.specs_active()):
+        return None
+    if dist is None:
+        try:
+            import kvax_dist as dist
+        except ImportError as err:
+            raise ImportError("mesh= asks for sharded attention, which lives in the kvax-dist "
+                              "package: install kvax-dist beside kvax-core") from err
+    return dist
+
+
+def _as_int32(*arrays):
+    return tuple(jnp.asarray(a).astype(jnp.int32) for a in arrays)
+
+
+def resolve_params(fwd_params, bwd_params, masks: Sequence[AttentionMask] = ()):
+    """Call params, else the mask's, else the device kind's defaults."""
+    validate.check_params("fwd_params", fwd_params)
+    validate.check_params("bwd_params", bwd_params)
+    if fwd_params is None:
+        fwd_params = masks[0].params if masks else default_params(current_device_kind(),
+                                                                  backward=False)
+    if bwd_params is None:
+        bwd_params = masks[1].params if len(masks) > 1 else default_params(
+            current_device_kind(), backward=True)
+    return fwd_params, bwd_params
+
+
+def create_attention_mask_local(query_positions, query_segment_ids, kv_positions, kv_segment_ids,
+                                fwd_params=None, bwd_params=None, calc_bwd_mask=False,
+                                skip_pad_tokens=True) -> tuple[AttentionMask, ...]:
+    """create_attention_mask on this device's arrays (kvax-dist calls it inside shard_map)."""
+    validate.check_layout_arrays(query_positions, query_segment_ids, kv_positions,
+                                 kv_segment_ids)
+    fwd_params, bwd_params = resolve_params(fwd_params, bwd_params)
+    return build_masks(*_as_int32(query_positions, query_segment_ids, kv_positions,
+                                  kv_segment_ids),
+                       fwd_params=fwd_params, bwd_params=bwd_params if calc_bwd_mask else None,
+                       skip_pad_tokens=bool(skip_pad_tokens))
+
+
+def create_attention_mask(
+    query_positions: jax.Array,
+    query_segment_ids: jax.Array,
+    kv_positions: jax.Array,
+    kv_segment_ids: jax.Array,
+    fwd_params: FlashAttentionParamsConfig | None = None,
+    bwd_params: FlashAttentionParamsConfig | None = None,
+    calc_bwd_mask: bool = False,
+    skip_pad_tokens: bool = True,
+    mesh: jax.sharding.Mesh | None = None,
+) -> tuple[AttentionMask, ...]:
+    """Block masks for the forward and (calc_bwd_mask=True) backward kernels.
+
+    Build them once per step and pass them to every layer's flash_attention. Positions and segment
+    ids are integer [B, T] (queries) and [B, S] (keys/values); padding carries PADDING_SEGMENT_ID.
+    Returns (fwd,) or (fwd, dq, dkdv), each an AttentionMask pytree. skip_pad_tokens=False keeps
+    blocks of padding in the visited ranges (slower; the result is the same: padding never attends).
+    """
+    dist = _dist(mesh)
+    if dist is not None:
+        return dist.create_attention_mask(query_positions, query_segment_ids, kv_positions,
+                                          kv_segment_ids, fwd_params=fwd_params,
+                                          bwd_params=bwd_params, calc_bwd_mask=calc_bwd_mask,
+                                          skip_pad_tokens=skip_pad_tokens, mesh=mesh)
+    return create_attention_mask_local(query_positions, query_segment_ids, kv_positions,
+                                       kv_segment_ids, fwd_params, bwd_params, calc_bwd_mask,
+                                       skip_pad_tokens)
+
+
+def _check_masks(mask, batch, q_len, kv_len, fwd_params, bwd_params) -> tuple[AttentionMask, ...]:
+    masks = (mask,) if isinstance(mask, AttentionMask) else tuple(mask)
+    if not masks or not all(isinstance(m, AttentionMask) for m in masks) or len(masks) not in (1, 3):
+        raise ValueError("mask must be what create_attention_mask returned: (fwd,) or "
+                         f"(fwd, dq, dkdv) AttentionMasks, got {type(mask).__name__} of "
+                         f"{[type(m).__name__ for m in masks]}")
+    kinds = tuple(m.kind for m in masks)
+    if kinds not in (("fwd",), ("fwd", "dq", "dkdv")):
+        raise ValueError(f"mask kinds must be ('fwd',) or ('fwd', 'dq', 'dkdv'), got {kinds}")
+    for m in masks:
+        if (m.query_len, m.kv_len) != (q_len, kv_len):
+            raise ValueError(
+                f"mask was built for query_len={m.query_len}, kv_len={m.kv_len}, but the call "
+                f"has query_len={q_len}, kv_len={kv_len}")
+        rows = -(-(q_len if m.kind != "dkdv" else kv_len) // m.row_block)
+        if tuple(m.lower_bounds.shape) != (batch, rows):
+            raise ValueError(f"{m.kind} mask bounds have shape {tuple(m.lower_bounds.shape)}, "
+                             f"expected (batch, row_blocks) = {(batch, rows)}")
+    pairs = [("fwd_params", fwd_params, masks[0],
+              (masks[0].row_block, masks[0].col_block))]
+    if len(masks) == 3:
+        pairs.append(("bwd_params", bwd_params, masks[2],
+                      (masks[2].col_block, masks[2].row_block)))
+    for name, params, m, built in pairs:
+        if params is not None and (params.query_block_size, params.kv_block_size) != built:
+            raise ValueError(
+                f"mask was built with {name} query_block_size, kv_block_size = {built}, but the "
+                f"call uses {(params.query_block_size, params.kv_block_size)}: pass the same "
+                "params to create_attention_mask and flash_attention")
+    return masks
+
+
+def resolve_backend(backend: str, query, value) -> str:
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if backend == "xla":
+        return "xla"
+    on_gpu = jax.default_backend() == "gpu"
+    if backend == "triton" and not on_gpu:
+        raise NotImplementedError(
+            f"backend='triton' needs a CUDA GPU; JAX's default backend is "
+            f"{jax.default_backend()!r}. Use backend='auto' or 'xla' for the pure-JAX path")
+    if on_gpu:
+        validate.check_head_dims_supported(query, value)
+        return "triton"
+    return "xla"
+
+
+def flash_attention_local(query, key, value, query_positions, query_segment_ids, kv_positions,
+                          kv_segment_ids, mask=None, scale=1.0, bias=None, fwd_params=None,
+                          bwd_params=None, assume_sequential_positions=False,
+                          memory_optimized_gqa_backward=False, debug=False, *,
+                          backend: Backend = "auto"):
+    """flash_attention on this device's arrays (kvax-dist calls it inside shard_map)."""
+    validate.check_qkv(query, key, value)
+    batch, q_len, _, _ = query.shape
+    kv_len = key.shape[1]
+    validate.check_layout_arrays(query_positions, query_segment_ids, kv_positions, kv_segment_ids,
+                                 batch=batch, q_len=q_len, kv_len=kv_len)
+    scale = validate.check_scale(scale)
+    if bias is not None:
+        raise NotImplementedError("bias is not supported (as in the original Kvax)")
+    validate.check_params("fwd_params", fwd_params)
+    validate.check_params("bwd_params", bwd_params)
+    masks = () if mask is None else _check_masks(mask, batch, q_len, kv_len, fwd_params,
+                                                 bwd_params)
+    fwd_params, bwd_params = resolve_params(fwd_params, bwd_params, masks)
+    resolved = resolve_backend(backend, query, value)
+    layout = _as_int32(query_positions, query_segment_ids, kv_positions, kv_segment_ids)
+    skip_pad = masks[0].skip_pad_tokens if masks else True
+    if not masks:
+        masks = build_masks(*layout, fwd_params=fwd_params, bwd_params=None,
+                            skip_pad_tokens=skip_pad)
+    opts = Options(scale=scale, sequential=bool(assume_sequential_positions), backend=resolved,
+                   fwd_params=fwd_params, bwd_params=bwd_params,
+                   memory_optimized_gqa_backward=bool(memory_optimized_gqa_backward),
+                   skip_pad_tokens=skip_pad, debug=bool(debug))
+    return attention(opts, query, key, value, *layout, masks)
+
+
+def flash_attention(
+    query: jax.Array,
+    key: jax.Array,
+    value: jax.Array,
+    query_positions: jax.Array,
+    query_segment_ids: jax.Array,
+    kv_positions: jax.Array,
+    kv_segment_ids: jax.Array,
+    mask: Sequence[AttentionMask] | AttentionMask | None = None,
+    scale: float = 1.0,
+    bias: jax.Array | None = None,
+    fwd_params: FlashAttentionParamsConfig | None = None,
+    bwd_params: FlashAttentionParamsConfig | None = None,
+    assume_sequential_positions: bool = False,
+    memory_optimized_gqa_backward: bool = False,
+    permute_tokens_for_load_balance: bool = True,
+    debug: bool = False,
+    mesh: jax.sharding.Mesh | None = None,
+    *,
+    backend: Backend = "auto",
+) -> jax.Array:
+    """Document-masked attention: query [B, T, N, H], key [B, S, K, H], value [B, S, K, Hv].
+
+    Query t attends key s iff their segment ids are equal and not PADDING_SEGMENT_ID and
+    query_positions[t] >= kv_positions[s]; rows with nothing to attend give 0. `mask` is what
+    create_attention_mask returned (built here when None). `assume_sequential_positions=True`
+    promises positions arange(T) and arange(S) and skips loading them. `backend`: "auto" picks the
+    Triton kernels on a GPU and the pure-JAX blockwise path elsewhere; "triton" or "xla" forces one.
+    Returns [B, T, N, Hv] in the inputs' dtype. Differentiable in query, key and value.
+    """
+    dist = _dist(mesh)
+    if dist is not None:
+        return dist.flash_attention(
+            query, key, value, query_positions, query_segment_ids, kv_positions, kv_segment_ids,
+            mask=mask, scale=scale, bias=bias, fwd_params=fwd_params, bwd_params=bwd_params,
+            assume_sequential_positions=assume_sequential_positions,
+            memory_optimized_gqa_backward=memory_optimized_gqa_backward,
+            permute_tokens_for_load_balance=permute_tokens_for_load_balance, debug=debug,
+            mesh=mesh, backend=backend)
+    return flash_attention_local(
+        query, key, value, query_positions, query_segment_ids, kv_positions, kv_segment_ids,
+        mask, scale, bias, fwd_params, bwd_params, assume_sequential_positions,
+        memory_optimized_gqa_backward, debug, backend=backend)

@@ -1,0 +1,102 @@
+"""Input checks, run before anything is built or launched.
+
+ValueError for malformed input (naming the argument, with expected and actual values),
+NotImplementedError for valid input that we do not support.
+Legend: B batch, T query length, S kv length, N query heads, K kv heads, H head dim, Hv value dim.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax.numpy as jnp
+import numpy as np
+
+from kvax._src.config import MAX_HEAD_DIM, FlashAttentionParamsConfig
+
+FLOAT_DTYPES = (jnp.bfloat16, jnp.float16, jnp.float32)
+
+
+def _shape(x) -> tuple[int, ...]:
+    return tuple(getattr(x, "shape", np.shape(x)))
+
+
+def _dtype(x):
+    return jnp.dtype(getattr(x, "dtype", None) or np.asarray(x).dtype)
+
+
+def check_layout_arrays(query_positions, query_segment_ids, kv_positions, kv_segment_ids,
+                        *, batch: int | None = None, q_len: int | None = None,
+                        kv_len: int | None = None) -> tuple[int, int, int]:
+    """Positions and segment ids: integer [B, T] and [B, S]. Returns (B, T, S)."""
+    named = {"query_positions": query_positions, "query_segment_ids": query_segment_ids,
+             "kv_positions": kv_positions, "kv_segment_ids": kv_segment_ids}
+    for name, x in named.items():
+        if len(_shape(x)) != 2:
+            raise ValueError(f"{name} must have shape (batch, seq_len), got shape {_shape(x)}")
+        if not jnp.issubdtype(_dtype(x), jnp.integer):
+            raise ValueError(f"{name} must be an integer array (int32), got dtype {_dtype(x)}")
+    b, t = _shape(query_positions)
+    s = _shape(kv_positions)[1]
+    batch = b if batch is None else batch
+    q_len = t if q_len is None else q_len
+    kv_len = s if kv_len is None else kv_len
+    for name, want in (("query_positions", (batch, q_len)), ("query_segment_ids", (batch, q_len)),
+                       ("kv_positions", (batch, kv_len)), ("kv_segment_ids", (batch, kv_len))):
+        if _shape(named[name]) != want:
+            raise ValueError(f"{name} must have shape {want} (batch, "
+                             f"{'query' if 'query' in name else 'kv'}_seq_len), "
+                             f"got {_shape(named[name])}")
+    return batch, q_len, kv_len
+
+
+def check_qkv(query, key, value) -> None:
+    qs, ks, vs = _shape(query), _shape(key), _shape(value)
+    for name, shape in (("query", qs), ("key", ks), ("value", vs)):
+        if len(shape) != 4:
+            raise ValueError(f"{name} must have rank 4 (batch, seq_len, heads, head_dim), "
+                             f"got shape {shape}")
+    qd, kd, vd = _dtype(query), _dtype(key), _dtype(value)
+    if qd not in [jnp.dtype(d) for d in FLOAT_DTYPES]:
+        raise ValueError(f"query dtype must be one of bfloat16, float16, float32, got {qd}")
+    if kd != qd or vd != qd:
+        raise ValueError(f"query, key and value must share one dtype, got query={qd}, key={kd}, "
+                         f"value={vd}")
+    b, t, n, h = qs
+    if ks[0] != b or vs[0] != b:
+        raise ValueError(f"batch size differs: query {b}, key {ks[0]}, value {vs[0]}")
+    if ks[1] != vs[1]:
+        raise ValueError(f"key and value lengths differ: key {ks}, value {vs}")
+    if ks[2] != vs[2]:
+        raise ValueError(f"key and value head counts differ: key {ks}, value {vs}")
+    if ks[3] != h:
+        raise ValueError(f"key head_dim must equal query head_dim {h}, got key shape {ks}")
+    if t == 0 or ks[1] == 0 or min(n, ks[2], h, vs[3]) == 0:
+        raise ValueError(f"empty dimension: query {qs}, key {ks}, value {vs}")
+    if n % ks[2]:
+        raise ValueError(f"query heads must be a multiple of kv heads (N % K == 0), got "
+                         f"N={n}, K={ks[2]}")
+
+
+def check_head_dims_supported(query, value) -> None:
+    h, hv = _shape(query)[3], _shape(value)[3]
+    if h > MAX_HEAD_DIM or hv > MAX_HEAD_DIM:
+        raise NotImplementedError(
+            f"head_dim up to {MAX_HEAD_DIM} is supported by the Triton kernels, got query/key "
+            f"head_dim={h}, value head_dim={hv}; pass backend='xla' for the pure-JAX path")
+
+
+def check_scale(scale) -> float:
+    try:
+        value = float(scale)
+    except Exception as err:  # a tracer, an array of several elements, a string
+        raise ValueError(f"scale must be a static, finite Python number, got {scale!r}") from err
+    if not math.isfinite(value):
+        raise ValueError(f"scale must be finite, got scale={value}")
+    return value
+
+
+def check_params(name: str, params) -> None:
+    if params is not None and not isinstance(params, FlashAttentionParamsConfig):
+        raise ValueError(f"{name} must be a FlashAttentionParamsConfig or None, got "
+                         f"{type(params).__name__}")

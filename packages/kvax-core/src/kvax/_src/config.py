@@ -1,0 +1,68 @@
+"""Kernel parameters and their per-device defaults.
+
+No device is probed at import time: defaults are a pure function of the device kind, which callers
+read when they need it (and tests pass in explicitly).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+PADDING_SEGMENT_ID = -1
+MAX_HEAD_DIM = 256
+
+_POW2_BLOCKS = (16, 32, 64, 128, 256)
+
+
+@dataclasses.dataclass(frozen=True)
+class FlashAttentionParamsConfig:
+    """Parameters of a flash-attention Triton kernel (validated when built).
+
+    Forward: query tiles of `query_block_size` rows visit key tiles of `kv_block_size` columns.
+    Backward (Kvax's convention): the dK/dV kernel holds `kv_block_size` keys and visits query
+    tiles of `query_block_size`; the dQ kernel holds `kv_block_size` queries and visits key tiles of
+    `query_block_size`. Larger blocks can be faster but need more registers.
+    """
+
+    query_block_size: int = 64
+    kv_block_size: int = 64
+    num_warps: int = 4
+    num_stages: int = 3
+
+    def __post_init__(self):
+        for name in ("query_block_size", "kv_block_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value not in _POW2_BLOCKS:
+                raise ValueError(f"{name} must be one of {_POW2_BLOCKS}, got {value!r}")
+        if self.num_warps not in (1, 2, 4, 8, 16):
+            raise ValueError(f"num_warps must be 1, 2, 4, 8 or 16, got {self.num_warps!r}")
+        if not isinstance(self.num_stages, int) or not 1 <= self.num_stages <= 8:
+            raise ValueError(f"num_stages must be an int in [1, 8], got {self.num_stages!r}")
+
+    @property
+    def dq_blocks(self) -> tuple[int, int]:
+        """(query tile, key tile) of the dQ kernel under the backward convention."""
+        return self.kv_block_size, self.query_block_size
+
+
+_HOPPER = ("H100", "H200", "H800", "H20", "GH200")
+
+
+def default_params(device_kind: str, *, backward: bool) -> FlashAttentionParamsConfig:
+    """Default kernel parameters for a device kind (as `jax.Device.device_kind` spells it).
+
+    Hopper (measured on an H100, see docs/): forward 128x128, backward 64x128, 8 warps, 3 stages.
+    Anything else, the CPU included: 64x64, 4 warps, 3 stages.
+    """
+    if any(name in device_kind for name in _HOPPER):
+        return FlashAttentionParamsConfig(
+            query_block_size=64 if backward else 128, kv_block_size=128, num_warps=8, num_stages=3
+        )
+    return FlashAttentionParamsConfig()
+
+
+def current_device_kind() -> str:
+    """The kind of JAX's default device (call at run time, never at import time)."""
+    import jax
+
+    return jax.devices()[0].device_kind
