@@ -7,6 +7,11 @@ then, the session stops with an error rather than running sharded tests on one d
 
 from __future__ import annotations
 
+import datetime
+import json
+import platform
+import sys
+
 import pytest
 
 from kvax_testing import mesh as _mesh
@@ -17,6 +22,9 @@ def pytest_addoption(parser):
                   default="0")
     parser.addoption("--kvax-fake-devices", type=int, default=None,
                      help="number of fake CPU devices for JAX; overrides the ini option")
+    parser.addoption("--kvax-report", default=None, metavar="PATH",
+                     help="write a Markdown report of this run (command, versions, devices, "
+                          "every test's outcome) to PATH")
 
 
 def pytest_configure(config):
@@ -41,3 +49,63 @@ def fake_device_count(pytestconfig) -> int:
 def fake_mesh():
     """Factory: fake_mesh((2, 4), ("data", "context")) -> a jax Mesh of fake CPU devices."""
     return _mesh.fake_mesh
+
+
+def _versions() -> dict:
+    import importlib.metadata as md
+
+    out = {"python": platform.python_version()}
+    for name in ("jax", "jaxlib", "jax-triton", "triton", "jax-cuda13-plugin", "numpy", "torch"):
+        try:
+            out[name] = md.version(name)
+        except md.PackageNotFoundError:
+            pass
+    return out
+
+
+def _devices() -> str:
+    import jax
+
+    devices = jax.devices()
+    return f"{len(devices)} x {devices[0].device_kind} ({jax.default_backend()})"
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    path = config.getoption("--kvax-report")
+    if not path:
+        return
+    stats = terminalreporter.stats
+    rows, counts = [], {}
+    for outcome in ("passed", "failed", "error", "skipped", "xfailed", "xpassed"):
+        for rep in stats.get(outcome, []):
+            if getattr(rep, "when", "call") not in ("call", "setup") or not hasattr(rep, "nodeid"):
+                continue
+            if outcome == "passed" and rep.when != "call":
+                continue
+            counts[outcome] = counts.get(outcome, 0) + 1
+            detail = ""
+            if outcome == "skipped" and isinstance(rep.longrepr, tuple):
+                detail = rep.longrepr[2]
+            elif outcome in ("failed", "error"):
+                detail = str(rep.longrepr).strip().splitlines()[-1][:200]
+            rows.append((rep.nodeid, outcome, f"{rep.duration:.1f}s", detail))
+    lines = [
+        "# Test report",
+        "",
+        f"- date: {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}",
+        f"- command: `{' '.join(sys.argv)}`",
+        f"- devices: {_devices()}",
+        f"- host: {platform.node()} {platform.machine()}",
+        f"- versions: {json.dumps(_versions())}",
+        f"- exit status: {int(exitstatus)}",
+        f"- totals: {json.dumps(counts)}",
+        "",
+        "| test | outcome | time | detail |",
+        "|---|---|---|---|",
+        *(f"| `{n}` | {o} | {t} | {d} |" for n, o, t, d in sorted(rows)),
+        "",
+    ]
+    with open(path, "w") as f:
+        f.write("\n".join(lines))
+    terminalreporter.write_line(f"kvax report written to {path}")

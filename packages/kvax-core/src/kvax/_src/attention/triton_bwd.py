@@ -1,0 +1,269 @@
+"""Backward Triton kernels: dK/dV (one program per key block and kv head, the group's query heads
+summed in registers, so no per-query-head copies) and dQ (one program per query block and head).
+Deterministic: no atomics; every output element is written by exactly one program."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import triton
+import triton.language as tl
+
+from kvax._src.attention import triton_common as tc
+from kvax._src.attention.mask import AttentionMask
+
+
+@triton.jit
+def _dkdv_visit(dk, dv, k, v, k_pos, k_seg, q_base, do_base, qpos_ptr, qseg_ptr, lse_ptr,
+                delta_ptr, start, end, T, stride_qt, stride_dot, qk_scale, offs_m, offs_h,
+                offs_hv, H: tl.constexpr, HV: tl.constexpr, EVEN_H: tl.constexpr,
+                EVEN_HV: tl.constexpr, BLOCK_M: tl.constexpr, MASKED: tl.constexpr,
+                SEQUENTIAL: tl.constexpr, PAD_ID: tl.constexpr, DOT_PRECISION: tl.constexpr):
+    for i in tl.range(start, end):
+        q_start = i.to(tl.int64) * BLOCK_M
+        q_ptrs = q_base + q_start * stride_qt + offs_m[:, None] * stride_qt + offs_h[None, :]
+        do_ptrs = do_base + q_start * stride_dot + offs_m[:, None] * stride_dot + offs_hv[None, :]
+        if MASKED:
+            q_pos, q_seg = tc.load_layout(qpos_ptr + q_start, qseg_ptr + q_start, offs_m,
+                                          T - q_start, SEQUENTIAL, PAD_ID)
+            if SEQUENTIAL:
+                q_pos = q_pos + q_start.to(tl.int32)
+            q_live = q_seg != PAD_ID
+            q = tl.load(q_ptrs, mask=q_live[:, None] & (offs_h[None, :] < H), other=0.0)
+            do = tl.load(do_ptrs, mask=q_live[:, None] & (offs_hv[None, :] < HV), other=0.0)
+            lse = tl.load(lse_ptr + q_start + offs_m, mask=q_live, other=float("inf"))
+            delta = tl.load(delta_ptr + q_start + offs_m, mask=q_live, other=0.0)
+        else:
+            if EVEN_H:
+                q = tl.load(q_ptrs)  # [BLOCK_M, BLOCK_H]
+            else:
+                q = tl.load(q_ptrs, mask=offs_h[None, :] < H, other=0.0)
+            if EVEN_HV:
+                do = tl.load(do_ptrs)  # [BLOCK_M, BLOCK_HV]
+            else:
+                do = tl.load(do_ptrs, mask=offs_hv[None, :] < HV, other=0.0)
+            lse = tl.load(lse_ptr + q_start + offs_m)
+            delta = tl.load(delta_ptr + q_start + offs_m)
+        s_t = tl.dot(k, tl.trans(q), input_precision=DOT_PRECISION) * qk_scale  # [BLOCK_N, BLOCK_M]
+        p_t = tl.math.exp2(s_t - lse[None, :])
+        if MASKED:
+            allowed_t = tc.element_mask_t(k_pos, k_seg, q_pos, q_seg, PAD_ID)  # [BLOCK_N, BLOCK_M]
+            p_t = tl.where(allowed_t, p_t, 0.0)
+        dv = tl.dot(p_t.to(do.dtype), do, dv, input_precision=DOT_PRECISION)
+        dp_t = tl.dot(v, tl.trans(do), input_precision=DOT_PRECISION)  # [BLOCK_N, BLOCK_M]
+        ds_t = p_t * (dp_t - delta[None, :])
+        dk = tl.dot(ds_t.to(q.dtype), q, dk, input_precision=DOT_PRECISION)
+    return dk, dv
+
+
+@triton.jit
+def _dkdv_kernel(
+    Q, K, V, DO, LSE, DELTA, QPOS, QSEG, KPOS, KSEG, LO, HI, LF, UF,
+    T, S, R, NT, stride_qb, stride_qt, stride_kb, stride_kt, stride_vb, stride_vt,
+    stride_dob, stride_dot, qk_scale, scale,
+    DK, DV,
+    N: tl.constexpr, G: tl.constexpr, KH: tl.constexpr, H: tl.constexpr, HV: tl.constexpr,
+    BLOCK_H: tl.constexpr, BLOCK_HV: tl.constexpr, EVEN_H: tl.constexpr, EVEN_HV: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ROW_RATIO: tl.constexpr,
+    COL_RATIO: tl.constexpr, SEQUENTIAL: tl.constexpr, PAD_ID: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+):
+    pid_n = tl.program_id(0)
+    pid_bk = tl.program_id(1)
+    b = (pid_bk // KH).to(tl.int64)
+    kvh = pid_bk % KH
+    row = b * R + pid_n // ROW_RATIO  # tiles split mask blocks ROW_RATIO ways
+    lo = tl.load(LO + row) * COL_RATIO
+    hi = tl.load(HI + row) * COL_RATIO
+    lf = tl.load(LF + row) * COL_RATIO
+    uf = tl.load(UF + row) * COL_RATIO
+
+    kv_start = pid_n.to(tl.int64) * BLOCK_N
+    offs_m = tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_h = tl.arange(0, BLOCK_H)
+    offs_hv = tl.arange(0, BLOCK_HV)
+    k_pos, k_seg = tc.load_layout(KPOS + b * S + kv_start, KSEG + b * S + kv_start, offs_n,
+                                  S - kv_start, SEQUENTIAL, PAD_ID)
+    if SEQUENTIAL:
+        k_pos = k_pos + kv_start.to(tl.int32)
+    k_live = k_seg != PAD_ID
+    k_base = K + b * stride_kb + kv_start * stride_kt + kvh * H
+    v_base = V + b * stride_vb + kv_start * stride_vt + kvh * HV
+    k = tl.load(k_base + offs_n[:, None] * stride_kt + offs_h[None, :],
+                mask=k_live[:, None] & (offs_h[None, :] < H), other=0.0)  # [BLOCK_N, BLOCK_H]
+    v = tl.load(v_base + offs_n[:, None] * stride_vt + offs_hv[None, :],
+                mask=k_live[:, None] & (offs_hv[None, :] < HV), other=0.0)  # [BLOCK_N, BLOCK_HV]
+
+    dk = tl.zeros([BLOCK_N, BLOCK_H], dtype=tl.float32)
+    dv = tl.zeros([BLOCK_N, BLOCK_HV], dtype=tl.float32)
+    for g in range(G):  # the query heads that read this kv head
+        n = kvh * G + g
+        q_base = Q + b * stride_qb + n * H
+        do_base = DO + b * stride_dob + n * HV
+        lse_ptr = LSE + (b * N + n) * T
+        delta_ptr = DELTA + (b * N + n) * T
+        qpos_ptr = QPOS + b * T
+        qseg_ptr = QSEG + b * T
+        dk, dv = _dkdv_visit(dk, dv, k, v, k_pos, k_seg, q_base, do_base, qpos_ptr, qseg_ptr,
+                             lse_ptr, delta_ptr, lo, lf, T, stride_qt, stride_dot, qk_scale,
+                             offs_m, offs_h, offs_hv, H, HV, EVEN_H, EVEN_HV, BLOCK_M, True,
+                             SEQUENTIAL, PAD_ID, DOT_PRECISION)
+        dk, dv = _dkdv_visit(dk, dv, k, v, k_pos, k_seg, q_base, do_base, qpos_ptr, qseg_ptr,
+                             lse_ptr, delta_ptr, lf, uf, T, stride_qt, stride_dot, qk_scale,
+                             offs_m, offs_h, offs_hv, H, HV, EVEN_H, EVEN_HV, BLOCK_M, False,
+                             SEQUENTIAL, PAD_ID, DOT_PRECISION)
+        dk, dv = _dkdv_visit(dk, dv, k, v, k_pos, k_seg, q_base, do_base, qpos_ptr, qseg_ptr,
+                             lse_ptr, delta_ptr, uf, hi, T, stride_qt, stride_dot, qk_scale,
+                             offs_m, offs_h, offs_hv, H, HV, EVEN_H, EVEN_HV, BLOCK_M, True,
+                             SEQUENTIAL, PAD_ID, DOT_PRECISION)
+
+    kv_rows = (kv_start + offs_n) < S
+    dk_base = DK + b * stride_kb + kv_start * stride_kt + kvh * H
+    dv_base = DV + b * stride_vb + kv_start * stride_vt + kvh * HV
+    tl.store(dk_base + offs_n[:, None] * stride_kt + offs_h[None, :],
+             (dk * scale).to(DK.dtype.element_ty), mask=kv_rows[:, None] & (offs_h[None, :] < H))
+    tl.store(dv_base + offs_n[:, None] * stride_vt + offs_hv[None, :], dv.to(DV.dtype.element_ty),
+             mask=kv_rows[:, None] & (offs_hv[None, :] < HV))
+
+
+@triton.jit
+def _dq_visit(dq, q, do, lse, delta, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_ptr, start,
+              end, S, stride_kt, stride_vt, qk_scale, offs_n, offs_h, offs_hv,
+              H: tl.constexpr, HV: tl.constexpr, EVEN_H: tl.constexpr, EVEN_HV: tl.constexpr,
+              BLOCK_N: tl.constexpr, MASKED: tl.constexpr, SEQUENTIAL: tl.constexpr,
+              PAD_ID: tl.constexpr, DOT_PRECISION: tl.constexpr):
+    for j in tl.range(start, end):
+        kv_start = j.to(tl.int64) * BLOCK_N
+        k_ptrs = k_base + kv_start * stride_kt + offs_n[:, None] * stride_kt + offs_h[None, :]
+        v_ptrs = v_base + kv_start * stride_vt + offs_n[:, None] * stride_vt + offs_hv[None, :]
+        if MASKED:
+            k_pos, k_seg = tc.load_layout(kpos_ptr + kv_start, kseg_ptr + kv_start, offs_n,
+                                          S - kv_start, SEQUENTIAL, PAD_ID)
+            if SEQUENTIAL:
+                k_pos = k_pos + kv_start.to(tl.int32)
+            k_live = k_seg != PAD_ID
+            k = tl.load(k_ptrs, mask=k_live[:, None] & (offs_h[None, :] < H), other=0.0)
+            v = tl.load(v_ptrs, mask=k_live[:, None] & (offs_hv[None, :] < HV), other=0.0)
+        else:
+            if EVEN_H:
+                k = tl.load(k_ptrs)  # [BLOCK_N, BLOCK_H]
+            else:
+                k = tl.load(k_ptrs, mask=offs_h[None, :] < H, other=0.0)
+            if EVEN_HV:
+                v = tl.load(v_ptrs)  # [BLOCK_N, BLOCK_HV]
+            else:
+                v = tl.load(v_ptrs, mask=offs_hv[None, :] < HV, other=0.0)
+        s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale  # [BLOCK_M, BLOCK_N]
+        p = tl.math.exp2(s - lse[:, None])
+        if MASKED:
+            p = tl.where(tc.element_mask(q_pos, q_seg, k_pos, k_seg, PAD_ID), p, 0.0)
+        dp = tl.dot(do, tl.trans(v), input_precision=DOT_PRECISION)  # [BLOCK_M, BLOCK_N]
+        ds = p * (dp - delta[:, None])
+        dq = tl.dot(ds.to(k.dtype), k, dq, input_precision=DOT_PRECISION)
+    return dq
+
+
+@triton.jit
+def _dq_kernel(
+    Q, K, V, DO, LSE, DELTA, QPOS, QSEG, KPOS, KSEG, LO, HI, LF, UF,
+    T, S, R, NT, stride_qb, stride_qt, stride_kb, stride_kt, stride_vb, stride_vt,
+    stride_dob, stride_dot, qk_scale, scale,
+    DQ,
+    N: tl.constexpr, G: tl.constexpr, H: tl.constexpr, HV: tl.constexpr,
+    BLOCK_H: tl.constexpr, BLOCK_HV: tl.constexpr, EVEN_H: tl.constexpr, EVEN_HV: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ROW_RATIO: tl.constexpr,
+    COL_RATIO: tl.constexpr, SEQUENTIAL: tl.constexpr, PAD_ID: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+):
+    pid_m = NT - 1 - tl.program_id(0)
+    pid_bn = tl.program_id(1)
+    b = (pid_bn // N).to(tl.int64)
+    n = pid_bn % N
+    kvh = n // G
+    row = b * R + pid_m // ROW_RATIO  # tiles split mask blocks ROW_RATIO ways
+    lo = tl.load(LO + row) * COL_RATIO
+    hi = tl.load(HI + row) * COL_RATIO
+    lf = tl.load(LF + row) * COL_RATIO
+    uf = tl.load(UF + row) * COL_RATIO
+
+    q_start = pid_m.to(tl.int64) * BLOCK_M
+    offs_m = tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_h = tl.arange(0, BLOCK_H)
+    offs_hv = tl.arange(0, BLOCK_HV)
+    q_pos, q_seg = tc.load_layout(QPOS + b * T + q_start, QSEG + b * T + q_start, offs_m,
+                                  T - q_start, SEQUENTIAL, PAD_ID)
+    if SEQUENTIAL:
+        q_pos = q_pos + q_start.to(tl.int32)
+    q_live = q_seg != PAD_ID
+    q_base = Q + b * stride_qb + q_start * stride_qt + n * H
+    do_base = DO + b * stride_dob + q_start * stride_dot + n * HV
+    q = tl.load(q_base + offs_m[:, None] * stride_qt + offs_h[None, :],
+                mask=q_live[:, None] & (offs_h[None, :] < H), other=0.0)  # [BLOCK_M, BLOCK_H]
+    do = tl.load(do_base + offs_m[:, None] * stride_dot + offs_hv[None, :],
+                 mask=q_live[:, None] & (offs_hv[None, :] < HV), other=0.0)  # [BLOCK_M, BLOCK_HV]
+    lse = tl.load(LSE + (b * N + n) * T + q_start + offs_m, mask=q_live, other=float("inf"))
+    delta = tl.load(DELTA + (b * N + n) * T + q_start + offs_m, mask=q_live, other=0.0)
+
+    k_base = K + b * stride_kb + kvh * H
+    v_base = V + b * stride_vb + kvh * HV
+    kpos_ptr = KPOS + b * S
+    kseg_ptr = KSEG + b * S
+    dq = tl.zeros([BLOCK_M, BLOCK_H], dtype=tl.float32)
+    dq = _dq_visit(dq, q, do, lse, delta, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_ptr, lo,
+                   lf, S, stride_kt, stride_vt, qk_scale, offs_n, offs_h, offs_hv, H, HV, EVEN_H,
+                   EVEN_HV, BLOCK_N, True, SEQUENTIAL, PAD_ID, DOT_PRECISION)
+    dq = _dq_visit(dq, q, do, lse, delta, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_ptr, lf,
+                   uf, S, stride_kt, stride_vt, qk_scale, offs_n, offs_h, offs_hv, H, HV, EVEN_H,
+                   EVEN_HV, BLOCK_N, False, SEQUENTIAL, PAD_ID, DOT_PRECISION)
+    dq = _dq_visit(dq, q, do, lse, delta, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_ptr, uf,
+                   hi, S, stride_kt, stride_vt, qk_scale, offs_n, offs_h, offs_hv, H, HV, EVEN_H,
+                   EVEN_HV, BLOCK_N, True, SEQUENTIAL, PAD_ID, DOT_PRECISION)
+    dq_base = DQ + b * stride_qb + q_start * stride_qt + n * H
+    tl.store(dq_base + offs_m[:, None] * stride_qt + offs_h[None, :],
+             (dq * scale).to(DQ.dtype.element_ty),
+             mask=((q_start + offs_m) < T)[:, None] & (offs_h[None, :] < H))
+
+
+def backward(q, k, v, q_pos, q_seg, kv_pos, kv_seg, out, lse, dout, dq_mask: AttentionMask,
+             dkdv_mask: AttentionMask, *, scale: float, sequential: bool, params,
+             memory_optimized_gqa: bool = False, debug: bool = False):
+    """(dq, dk, dv) in the inputs' dtypes. memory_optimized_gqa is accepted for the original API:
+    these kernels never hold per-query-head copies of dK/dV, so both settings use the same memory."""
+    import jax_triton as jt  # needs a CUDA jaxlib: imported only at launch
+
+    del memory_optimized_gqa
+    b, t, n, h = q.shape
+    s_len, num_kv, hv = k.shape[1], k.shape[2], v.shape[3]
+    dout = dout.astype(q.dtype)
+    delta = jnp.einsum("btnd,btnd->bnt", dout.astype(jnp.float32), out.astype(jnp.float32))
+    delta = jnp.where(jnp.isfinite(lse), delta, 0.0)
+    strides = (t * n * h, n * h, s_len * num_kv * h, num_kv * h, s_len * num_kv * hv, num_kv * hv,
+               t * n * hv, n * hv)
+    scalars = (*strides, float(scale * tc.LOG2E), float(scale))
+    consts = tc.common_constants(q.dtype, h, hv, sequential)
+    common = (q, k, v, dout, lse, delta, q_pos, q_seg, kv_pos, kv_seg)
+
+    kv_tiles = tc.choose_tiles(q.dtype, h, hv, dkdv_mask.row_block, dkdv_mask.col_block,
+                               params.num_stages)
+    nt_kv = -(-s_len // kv_tiles["BLOCK_M_TILE"])
+    dk, dv = jt.triton_call(
+        *common, *dkdv_mask.flatten(), t, s_len, dkdv_mask.lower_bounds.shape[1], nt_kv, *scalars,
+        kernel=_dkdv_kernel,
+        out_shape=[tc.shape_dtype(k.shape, k.dtype), tc.shape_dtype(v.shape, v.dtype)],
+        grid=(nt_kv, b * num_kv), name="kvax_bwd_dkdv", num_warps=params.num_warps,
+        num_stages=kv_tiles["num_stages"], debug=debug, N=n, G=n // num_kv, KH=num_kv,
+        BLOCK_M=kv_tiles["BLOCK_N_TILE"], BLOCK_N=kv_tiles["BLOCK_M_TILE"],
+        ROW_RATIO=kv_tiles["ROW_RATIO"], COL_RATIO=kv_tiles["COL_RATIO"], **consts)
+
+    q_tiles = tc.choose_tiles(q.dtype, h, hv, dq_mask.row_block, dq_mask.col_block,
+                              params.num_stages)
+    nt_q = -(-t // q_tiles["BLOCK_M_TILE"])
+    dq = jt.triton_call(
+        *common, *dq_mask.flatten(), t, s_len, dq_mask.lower_bounds.shape[1], nt_q, *scalars,
+        kernel=_dq_kernel, out_shape=tc.shape_dtype(q.shape, q.dtype), grid=(nt_q, b * n),
+        name="kvax_bwd_dq", num_warps=params.num_warps, num_stages=q_tiles["num_stages"],
+        debug=debug, N=n, G=n // num_kv, BLOCK_M=q_tiles["BLOCK_M_TILE"],
+        BLOCK_N=q_tiles["BLOCK_N_TILE"], ROW_RATIO=q_tiles["ROW_RATIO"],
+        COL_RATIO=q_tiles["COL_RATIO"], **consts)
+    return dq, dk, dv

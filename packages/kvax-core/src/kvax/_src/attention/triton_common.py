@@ -1,0 +1,86 @@
+"""Pieces shared by the forward and backward Triton kernels, and launcher helpers.
+
+Layout is (B, T, N, H) for queries and (B, S, K, H) for keys and values, contiguous; positions and
+segment ids are [B, T] / [B, S] int32; logsumexp and delta are [B, N, T] float32, logsumexp in
+log2 units of the scaled logits and +inf on rows with nothing to attend.
+Every offset that can pass 2^31 elements is formed in int64 (batch, head and block starts); only
+offsets inside one tile stay int32.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import triton
+import triton.language as tl
+
+from kvax._src.config import PADDING_SEGMENT_ID
+
+LOG2E = 1.4426950408889634
+
+
+@triton.jit
+def load_layout(pos_ptr, seg_ptr, offs, length, SEQUENTIAL: tl.constexpr, PAD_ID: tl.constexpr):
+    """Positions and segment ids of a tile; out-of-range tokens are padding."""
+    in_range = offs < length
+    seg = tl.load(seg_ptr + offs, mask=in_range, other=PAD_ID)
+    if SEQUENTIAL:
+        pos = offs
+    else:
+        pos = tl.load(pos_ptr + offs, mask=in_range, other=0)
+    return pos, seg
+
+
+@triton.jit
+def element_mask(q_pos, q_seg, k_pos, k_seg, PAD_ID: tl.constexpr):
+    """[BLOCK_Q] x [BLOCK_K] -> [BLOCK_Q, BLOCK_K]: same document, not padding, causal."""
+    same = q_seg[:, None] == k_seg[None, :]
+    return same & (q_seg[:, None] != PAD_ID) & (q_pos[:, None] >= k_pos[None, :])
+
+
+@triton.jit
+def element_mask_t(k_pos, k_seg, q_pos, q_seg, PAD_ID: tl.constexpr):
+    """The same rule, transposed: [BLOCK_K] x [BLOCK_Q] -> [BLOCK_K, BLOCK_Q]."""
+    same = k_seg[:, None] == q_seg[None, :]
+    return same & (q_seg[None, :] != PAD_ID) & (q_pos[None, :] >= k_pos[:, None])
+
+
+def next_pow2(x: int) -> int:
+    return max(16, 1 << math.ceil(math.log2(max(x, 1))))
+
+
+def dot_precision(dtype) -> str:
+    """float32 inputs get IEEE products: the tolerance is tied to plain float32 math, not TF32."""
+    return "ieee" if jnp.dtype(dtype) == jnp.float32 else "tf32"
+
+
+def common_constants(dtype, head_dim: int, value_head_dim: int, sequential: bool) -> dict:
+    block_h, block_hv = next_pow2(head_dim), next_pow2(value_head_dim)
+    return dict(
+        H=head_dim, HV=value_head_dim, BLOCK_H=block_h, BLOCK_HV=block_hv,
+        EVEN_H=block_h == head_dim, EVEN_HV=block_hv == value_head_dim,
+        SEQUENTIAL=bool(sequential), PAD_ID=PADDING_SEGMENT_ID,
+        DOT_PRECISION=dot_precision(dtype),
+    )
+
+
+def choose_tiles(dtype, head_dim: int, value_head_dim: int, row_block: int, col_block: int,
+                 num_stages: int) -> dict:
+    """Kernel tiles that divide the mask's blocks and fit shared memory and registers.
+
+    A mask block may be split into several tiles (each inherits its block's class), so masks built
+    with the default 128x128 blocks serve float32 and head dims up to 256 too. Tiles hold at most
+    32 KiB of one operand: 128 rows of 16-bit head dim 128, fewer for float32 or head dim 256.
+    """
+    width = max(next_pow2(head_dim), next_pow2(value_head_dim)) * jnp.dtype(dtype).itemsize
+    cap = max(16, min(128, (32 * 1024) // width))
+    tile_row, tile_col = min(row_block, cap), min(col_block, cap)
+    stages = num_stages if width <= 256 else min(num_stages, 2)
+    return dict(BLOCK_M_TILE=tile_row, BLOCK_N_TILE=tile_col, ROW_RATIO=row_block // tile_row,
+                COL_RATIO=col_block // tile_col, num_stages=stages)
+
+
+def shape_dtype(shape, dtype) -> jax.ShapeDtypeStruct:
+    return jax.ShapeDtypeStruct(tuple(shape), jnp.dtype(dtype))

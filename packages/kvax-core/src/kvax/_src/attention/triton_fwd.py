@@ -1,0 +1,150 @@
+"""Forward Triton kernel: online softmax in exp2 with the scale folded in, one program per
+(query block, batch x head), separate loops for element-masked and fully visible key blocks."""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from kvax._src.attention import triton_common as tc
+from kvax._src.attention.mask import AttentionMask
+
+
+@triton.jit
+def _fwd_visit(acc, m_i, l_i, q, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_ptr, start, end,
+               S, stride_kt, stride_vt, qk_scale, offs_h, offs_hv, offs_n,
+               H: tl.constexpr, HV: tl.constexpr, EVEN_H: tl.constexpr, EVEN_HV: tl.constexpr,
+               BLOCK_N: tl.constexpr, MASKED: tl.constexpr, SEQUENTIAL: tl.constexpr,
+               PAD_ID: tl.constexpr, DOT_PRECISION: tl.constexpr):
+    for j in tl.range(start, end):
+        kv_start = j.to(tl.int64) * BLOCK_N
+        k_ptrs = k_base + kv_start * stride_kt + offs_n[:, None] * stride_kt + offs_h[None, :]
+        v_ptrs = v_base + kv_start * stride_vt + offs_n[:, None] * stride_vt + offs_hv[None, :]
+        if MASKED:
+            in_range = (kv_start + offs_n) < S
+            k = tl.load(k_ptrs, mask=in_range[:, None] & (offs_h[None, :] < H), other=0.0)
+        elif EVEN_H:
+            k = tl.load(k_ptrs)  # [BLOCK_N, BLOCK_H]
+        else:
+            k = tl.load(k_ptrs, mask=offs_h[None, :] < H, other=0.0)
+        s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale  # [BLOCK_M, BLOCK_N]
+        if MASKED:
+            k_pos, k_seg = tc.load_layout(kpos_ptr + kv_start, kseg_ptr + kv_start, offs_n,
+                                          S - kv_start, SEQUENTIAL, PAD_ID)
+            if SEQUENTIAL:
+                k_pos = k_pos + kv_start.to(tl.int32)
+            allowed = tc.element_mask(q_pos, q_seg, k_pos, k_seg, PAD_ID)
+            s = tl.where(allowed, s, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
+            kv_live = k_seg != PAD_ID
+            v = tl.load(v_ptrs, mask=kv_live[:, None] & (offs_hv[None, :] < HV), other=0.0)
+        else:
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            m_use = m_new
+            if EVEN_HV:
+                v = tl.load(v_ptrs)  # [BLOCK_N, BLOCK_HV]
+            else:
+                v = tl.load(v_ptrs, mask=offs_hv[None, :] < HV, other=0.0)
+        p = tl.math.exp2(s - m_use[:, None])
+        alpha = tl.math.exp2(m_i - m_use)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        acc = tl.dot(p.to(v.dtype), v, acc, input_precision=DOT_PRECISION)
+        m_i = m_new
+    return acc, m_i, l_i
+
+
+@triton.jit
+def _fwd_kernel(
+    Q, K, V, QPOS, QSEG, KPOS, KSEG, LO, HI, LF, UF,
+    T, S, R, NT, stride_qb, stride_qt, stride_kb, stride_kt, stride_vb, stride_vt,
+    stride_ob, stride_ot, qk_scale,
+    O, LSE,
+    N: tl.constexpr, G: tl.constexpr, H: tl.constexpr, HV: tl.constexpr,
+    BLOCK_H: tl.constexpr, BLOCK_HV: tl.constexpr, EVEN_H: tl.constexpr, EVEN_HV: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ROW_RATIO: tl.constexpr,
+    COL_RATIO: tl.constexpr, SEQUENTIAL: tl.constexpr, PAD_ID: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+):
+    pid_m = NT - 1 - tl.program_id(0)  # heavier (later) query blocks first
+    pid_bn = tl.program_id(1)
+    b = (pid_bn // N).to(tl.int64)
+    n = pid_bn % N
+    kvh = n // G
+    row = b * R + pid_m // ROW_RATIO  # tiles split mask blocks ROW_RATIO ways
+    lo = tl.load(LO + row) * COL_RATIO
+    hi = tl.load(HI + row) * COL_RATIO
+    lf = tl.load(LF + row) * COL_RATIO
+    uf = tl.load(UF + row) * COL_RATIO
+
+    q_start = pid_m.to(tl.int64) * BLOCK_M
+    offs_m = tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_h = tl.arange(0, BLOCK_H)
+    offs_hv = tl.arange(0, BLOCK_HV)
+    q_rows = (q_start + offs_m) < T
+
+    q_base = Q + b * stride_qb + q_start * stride_qt + n * H
+    q = tl.load(q_base + offs_m[:, None] * stride_qt + offs_h[None, :],
+                mask=q_rows[:, None] & (offs_h[None, :] < H), other=0.0)  # [BLOCK_M, BLOCK_H]
+    q_pos, q_seg = tc.load_layout(QPOS + b * T + q_start, QSEG + b * T + q_start, offs_m,
+                                  T - q_start, SEQUENTIAL, PAD_ID)
+    if SEQUENTIAL:
+        q_pos = q_pos + q_start.to(tl.int32)
+    q = tl.where((q_seg != PAD_ID)[:, None], q, 0.0)  # NaN in padding rows stays there
+
+    k_base = K + b * stride_kb + kvh * H
+    v_base = V + b * stride_vb + kvh * HV
+    kpos_ptr = KPOS + b * S
+    kseg_ptr = KSEG + b * S
+
+    acc = tl.zeros([BLOCK_M, BLOCK_HV], dtype=tl.float32)
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc, m_i, l_i = _fwd_visit(acc, m_i, l_i, q, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_ptr,
+                               lo, lf, S, stride_kt, stride_vt, qk_scale, offs_h, offs_hv,
+                               offs_n, H, HV, EVEN_H, EVEN_HV, BLOCK_N, True, SEQUENTIAL, PAD_ID,
+                               DOT_PRECISION)
+    acc, m_i, l_i = _fwd_visit(acc, m_i, l_i, q, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_ptr,
+                               lf, uf, S, stride_kt, stride_vt, qk_scale, offs_h, offs_hv,
+                               offs_n, H, HV, EVEN_H, EVEN_HV, BLOCK_N, False, SEQUENTIAL,
+                               PAD_ID, DOT_PRECISION)
+    acc, m_i, l_i = _fwd_visit(acc, m_i, l_i, q, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_ptr,
+                               uf, hi, S, stride_kt, stride_vt, qk_scale, offs_h, offs_hv,
+                               offs_n, H, HV, EVEN_H, EVEN_HV, BLOCK_N, True, SEQUENTIAL, PAD_ID,
+                               DOT_PRECISION)
+
+    live = l_i > 0.0
+    out = acc / tl.where(live, l_i, 1.0)[:, None]
+    out = tl.where(live[:, None], out, 0.0)
+    lse = tl.where(live, m_i + tl.math.log2(tl.where(live, l_i, 1.0)), float("inf"))
+    o_base = O + b * stride_ob + q_start * stride_ot + n * HV
+    tl.store(o_base + offs_m[:, None] * stride_ot + offs_hv[None, :], out.to(O.dtype.element_ty),
+             mask=q_rows[:, None] & (offs_hv[None, :] < HV))
+    lse_base = LSE + (b * N + n) * T + q_start
+    tl.store(lse_base + offs_m, lse, mask=q_rows)
+
+
+def forward(q, k, v, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *, scale: float,
+            sequential: bool, params, debug: bool = False):
+    """Output [B, T, N, Hv] (q's dtype) and logsumexp [B, N, T] (float32, log2 units)."""
+    import jax_triton as jt  # needs a CUDA jaxlib: imported only at launch
+
+    b, t, n, h = q.shape
+    s_len, num_kv, hv = k.shape[1], k.shape[2], v.shape[3]
+    r = mask.lower_bounds.shape[1]
+    tiles = tc.choose_tiles(q.dtype, h, hv, mask.row_block, mask.col_block, params.num_stages)
+    num_tiles = -(-t // tiles["BLOCK_M_TILE"])
+    out_shapes = [tc.shape_dtype((b, t, n, hv), q.dtype), tc.shape_dtype((b, n, t), "float32")]
+    out, lse = jt.triton_call(
+        q, k, v, q_pos, q_seg, kv_pos, kv_seg, *mask.flatten(),
+        t, s_len, r, num_tiles, t * n * h, n * h, s_len * num_kv * h, num_kv * h,
+        s_len * num_kv * hv, num_kv * hv, t * n * hv, n * hv, float(scale * tc.LOG2E),
+        kernel=_fwd_kernel, out_shape=out_shapes, grid=(num_tiles, b * n), name="kvax_fwd",
+        num_warps=params.num_warps, num_stages=tiles["num_stages"], debug=debug,
+        N=n, G=n // num_kv, BLOCK_M=tiles["BLOCK_M_TILE"], BLOCK_N=tiles["BLOCK_N_TILE"],
+        ROW_RATIO=tiles["ROW_RATIO"], COL_RATIO=tiles["COL_RATIO"],
+        **tc.common_constants(q.dtype, h, hv, sequential),
+    )
+    return out, lse

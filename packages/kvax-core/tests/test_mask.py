@@ -1,0 +1,117 @@
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from kvax.ops import AttentionMask, create_attention_mask
+from kvax.utils import PADDING_SEGMENT_ID, FlashAttentionParamsConfig
+from kvax_testing import packed_layout, reference_mask
+
+P = FlashAttentionParamsConfig(query_block_size=32, kv_block_size=16)
+BWD = FlashAttentionParamsConfig(query_block_size=16, kv_block_size=32)
+
+
+def brute_force_blocks(allowed, row_block, col_block):
+    """[T, S] allowed -> (any, all) per (query block, kv block), out-of-range counted as forbidden."""
+    t, s = allowed.shape
+    r, c = -(-t // row_block), -(-s // col_block)
+    full = np.zeros((r * row_block, c * col_block), bool)
+    full[:t, :s] = allowed
+    blocks = full.reshape(r, row_block, c, col_block)
+    return blocks.any(axis=(1, 3)), blocks.all(axis=(1, 3))
+
+
+def check_mask(mask: AttentionMask, allowed: np.ndarray, b: int):
+    classes = mask.block_classes(b)
+    if mask.kind == "dkdv":
+        any_, all_ = brute_force_blocks(allowed[b].T, mask.row_block, mask.col_block)
+    else:
+        any_, all_ = brute_force_blocks(allowed[b], mask.row_block, mask.col_block)
+    assert classes.shape == any_.shape
+    dropped = any_ & (classes == 0)
+    assert not dropped.any(), f"{mask.kind}: blocks with allowed pairs skipped at {np.argwhere(dropped)[:3]}"
+    wrong_full = (classes == 2) & ~all_
+    assert not wrong_full.any(), f"{mask.kind}: partial blocks called full at {np.argwhere(wrong_full)[:3]}"
+    return classes, any_, all_
+
+
+CASES = [
+    dict(kv_len=301, num_docs=(1, 6), pad_tokens=(0, 70)),
+    dict(kv_len=300, q_len=77, num_docs=(2, 9), segment_ids="reused"),
+    dict(kv_len=257, num_docs=(3, 12), segment_ids="shuffled", positions="global"),
+    dict(kv_len=200, num_docs=(1, 4), segment_ids="large", positions="zeros"),
+    dict(kv_len=130, q_len=1, num_docs=(1, 3)),
+    dict(kv_len=160, num_docs=(20, 40), pad_tokens=(0, 3)),  # many short documents per block
+]
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_mask_against_brute_force(case, seed):
+    lay = packed_layout(100 * case + seed, batch=3, **CASES[case])
+    allowed = np.asarray(reference_mask(*lay.arrays))
+    masks = create_attention_mask(*lay.arrays, fwd_params=P, bwd_params=BWD, calc_bwd_mask=True)
+    assert [m.kind for m in masks] == ["fwd", "dq", "dkdv"]
+    for m in masks:
+        for b in range(3):
+            classes, any_, all_ = check_mask(m, allowed, b)
+            # Tight for one or two documents a block: a visited block that has no allowed pair
+            # may only sit between visited blocks (the bounds are a range).
+            if CASES[case].get("num_docs", (1, 1))[1] <= 6 and CASES[case].get("segment_ids") in (None, "sequential"):
+                lo, hi = np.asarray(m.lower_bounds)[b], np.asarray(m.upper_bounds)[b]
+                for row in range(len(lo)):
+                    if any_[row].any():
+                        assert lo[row] == np.argmax(any_[row])
+                        assert hi[row] == len(any_[row]) - np.argmax(any_[row][::-1])
+
+
+def test_full_blocks_found_and_padding_skipped():
+    # one long document and padding: blocks below the diagonal are full, padding blocks skipped
+    t = 256
+    seg = np.zeros((1, t), np.int32)
+    seg[:, 200:] = PADDING_SEGMENT_ID
+    pos = np.arange(t, dtype=np.int32)[None]
+    (mask,) = create_attention_mask(pos, seg, pos, seg, fwd_params=P)
+    classes = mask.block_classes()
+    assert classes.shape == (8, 16)
+    assert (classes[7] == 0).all()  # query rows 224..255: all padding
+    # query rows 160..191: full below the diagonal, partial on it, nothing above
+    assert (classes[5, :10] == 2).all() and (classes[5, 10:12] == 1).all()
+    assert (classes[5, 12:] == 0).all()
+    assert (classes[6, :12] == 1).all()  # rows 192..223 mix padding in: never full
+    assert (classes[:, 13:] == 0).all()  # kv blocks 208.. are padding only
+
+
+def test_skip_pad_tokens_false_visits_padding_blocks():
+    lay = packed_layout(5, batch=1, kv_len=128, num_docs=2, pad_tokens=48)
+    (skip,) = create_attention_mask(*lay.arrays, fwd_params=P, skip_pad_tokens=True)
+    (keep,) = create_attention_mask(*lay.arrays, fwd_params=P, skip_pad_tokens=False)
+    assert np.count_nonzero(keep.block_classes()) > np.count_nonzero(skip.block_classes())
+    allowed = np.asarray(reference_mask(*lay.arrays))
+    check_mask(keep, allowed, 0)
+
+
+def test_mask_is_a_pytree_and_jits():
+    lay = packed_layout(7, batch=2, kv_len=100, num_docs=3)
+    build = jax.jit(lambda *a: create_attention_mask(*a, fwd_params=P, bwd_params=BWD,
+                                                     calc_bwd_mask=True))
+    masks = build(*lay.arrays)
+    eager = create_attention_mask(*lay.arrays, fwd_params=P, bwd_params=BWD, calc_bwd_mask=True)
+    for a, b in zip(masks, eager):
+        assert isinstance(a, AttentionMask) and a.kind == b.kind
+        for x, y in zip(a.flatten(), b.flatten()):
+            np.testing.assert_array_equal(x, y)
+    leaves, tree = jax.tree_util.tree_flatten(masks)
+    assert len(leaves) == 12 and all(leaf.dtype == jnp.int32 for leaf in leaves)
+    assert jax.tree_util.tree_unflatten(tree, leaves)[0].params == P
+    # memory: 4 int32 per row block per mask, O(S / block)
+    assert masks[0].lower_bounds.shape == (2, -(-100 // 32))
+
+
+def test_readable_printout():
+    lay = packed_layout(8, batch=1, kv_len=512, num_docs=3, pad_tokens=64)
+    (mask,) = create_attention_mask(*lay.arrays, fwd_params=P)
+    text = mask.format()
+    assert text.startswith("fwd mask, batch row 0: 16x32 blocks of 32x16")
+    assert "██" in text and "░░" in text
+    assert "AttentionMask(kind='fwd'" in repr(mask) and "[[" not in repr(mask)
