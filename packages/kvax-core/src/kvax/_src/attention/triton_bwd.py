@@ -17,7 +17,7 @@ def _dkdv_visit(dk, dv, k, v, k_pos, k_seg, q_base, do_base, qpos_ptr, qseg_ptr,
                 delta_ptr, start, end, T, stride_qt, stride_dot, qk_scale, offs_m, offs_h,
                 offs_hv, H: tl.constexpr, HV: tl.constexpr, EVEN_H: tl.constexpr,
                 EVEN_HV: tl.constexpr, BLOCK_M: tl.constexpr, MASKED: tl.constexpr,
-                SEQUENTIAL: tl.constexpr, PAD_ID: tl.constexpr, DOT_PRECISION: tl.constexpr):
+                SEQUENTIAL: tl.constexpr, PAD_ID: tl.constexpr, IEEE: tl.constexpr):
     for i in tl.range(start, end):
         q_start = i.to(tl.int64) * BLOCK_M
         q_ptrs = q_base + q_start * stride_qt + offs_m[:, None] * stride_qt + offs_h[None, :]
@@ -43,15 +43,15 @@ def _dkdv_visit(dk, dv, k, v, k_pos, k_seg, q_base, do_base, qpos_ptr, qseg_ptr,
                 do = tl.load(do_ptrs, mask=offs_hv[None, :] < HV, other=0.0)
             lse = tl.load(lse_ptr + q_start + offs_m)
             delta = tl.load(delta_ptr + q_start + offs_m)
-        s_t = tl.dot(k, tl.trans(q), input_precision=DOT_PRECISION) * qk_scale  # [BLOCK_N, BLOCK_M]
+        s_t = tc.mma(k, tl.trans(q), None, IEEE) * qk_scale  # [BLOCK_N, BLOCK_M]
         p_t = tl.math.exp2(s_t - lse[None, :])
         if MASKED:
             allowed_t = tc.element_mask_t(k_pos, k_seg, q_pos, q_seg, PAD_ID)  # [BLOCK_N, BLOCK_M]
             p_t = tl.where(allowed_t, p_t, 0.0)
-        dv = tl.dot(p_t.to(do.dtype), do, dv, input_precision=DOT_PRECISION)
-        dp_t = tl.dot(v, tl.trans(do), input_precision=DOT_PRECISION)  # [BLOCK_N, BLOCK_M]
+        dv = tc.mma(p_t.to(do.dtype), do, dv, IEEE)
+        dp_t = tc.mma(v, tl.trans(do), None, IEEE)  # [BLOCK_N, BLOCK_M]
         ds_t = p_t * (dp_t - delta[None, :])
-        dk = tl.dot(ds_t.to(q.dtype), q, dk, input_precision=DOT_PRECISION)
+        dk = tc.mma(ds_t.to(q.dtype), q, dk, IEEE)
     return dk, dv
 
 
@@ -65,7 +65,7 @@ def _dkdv_kernel(
     BLOCK_H: tl.constexpr, BLOCK_HV: tl.constexpr, EVEN_H: tl.constexpr, EVEN_HV: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ROW_RATIO: tl.constexpr,
     COL_RATIO: tl.constexpr, SEQUENTIAL: tl.constexpr, PAD_ID: tl.constexpr,
-    DOT_PRECISION: tl.constexpr,
+    IEEE: tl.constexpr,
 ):
     pid_n = tl.program_id(0)
     pid_bk = tl.program_id(1)
@@ -107,15 +107,15 @@ def _dkdv_kernel(
         dk, dv = _dkdv_visit(dk, dv, k, v, k_pos, k_seg, q_base, do_base, qpos_ptr, qseg_ptr,
                              lse_ptr, delta_ptr, lo, lf, T, stride_qt, stride_dot, qk_scale,
                              offs_m, offs_h, offs_hv, H, HV, EVEN_H, EVEN_HV, BLOCK_M, True,
-                             SEQUENTIAL, PAD_ID, DOT_PRECISION)
+                             SEQUENTIAL, PAD_ID, IEEE)
         dk, dv = _dkdv_visit(dk, dv, k, v, k_pos, k_seg, q_base, do_base, qpos_ptr, qseg_ptr,
                              lse_ptr, delta_ptr, lf, uf, T, stride_qt, stride_dot, qk_scale,
                              offs_m, offs_h, offs_hv, H, HV, EVEN_H, EVEN_HV, BLOCK_M, False,
-                             SEQUENTIAL, PAD_ID, DOT_PRECISION)
+                             SEQUENTIAL, PAD_ID, IEEE)
         dk, dv = _dkdv_visit(dk, dv, k, v, k_pos, k_seg, q_base, do_base, qpos_ptr, qseg_ptr,
                              lse_ptr, delta_ptr, uf, hi, T, stride_qt, stride_dot, qk_scale,
                              offs_m, offs_h, offs_hv, H, HV, EVEN_H, EVEN_HV, BLOCK_M, True,
-                             SEQUENTIAL, PAD_ID, DOT_PRECISION)
+                             SEQUENTIAL, PAD_ID, IEEE)
 
     kv_rows = (kv_start + offs_n) < S
     dk_base = DK + b * stride_kb + kv_start * stride_kt + kvh * H
@@ -131,7 +131,7 @@ def _dq_visit(dq, q, do, lse, delta, q_pos, q_seg, k_base, v_base, kpos_ptr, kse
               end, S, stride_kt, stride_vt, qk_scale, offs_n, offs_h, offs_hv,
               H: tl.constexpr, HV: tl.constexpr, EVEN_H: tl.constexpr, EVEN_HV: tl.constexpr,
               BLOCK_N: tl.constexpr, MASKED: tl.constexpr, SEQUENTIAL: tl.constexpr,
-              PAD_ID: tl.constexpr, DOT_PRECISION: tl.constexpr):
+              PAD_ID: tl.constexpr, IEEE: tl.constexpr):
     for j in tl.range(start, end):
         kv_start = j.to(tl.int64) * BLOCK_N
         k_ptrs = k_base + kv_start * stride_kt + offs_n[:, None] * stride_kt + offs_h[None, :]
@@ -153,13 +153,13 @@ def _dq_visit(dq, q, do, lse, delta, q_pos, q_seg, k_base, v_base, kpos_ptr, kse
                 v = tl.load(v_ptrs)  # [BLOCK_N, BLOCK_HV]
             else:
                 v = tl.load(v_ptrs, mask=offs_hv[None, :] < HV, other=0.0)
-        s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale  # [BLOCK_M, BLOCK_N]
+        s = tc.mma(q, tl.trans(k), None, IEEE) * qk_scale  # [BLOCK_M, BLOCK_N]
         p = tl.math.exp2(s - lse[:, None])
         if MASKED:
             p = tl.where(tc.element_mask(q_pos, q_seg, k_pos, k_seg, PAD_ID), p, 0.0)
-        dp = tl.dot(do, tl.trans(v), input_precision=DOT_PRECISION)  # [BLOCK_M, BLOCK_N]
+        dp = tc.mma(do, tl.trans(v), None, IEEE)  # [BLOCK_M, BLOCK_N]
         ds = p * (dp - delta[:, None])
-        dq = tl.dot(ds.to(k.dtype), k, dq, input_precision=DOT_PRECISION)
+        dq = tc.mma(ds.to(k.dtype), k, dq, IEEE)
     return dq
 
 
@@ -173,7 +173,7 @@ def _dq_kernel(
     BLOCK_H: tl.constexpr, BLOCK_HV: tl.constexpr, EVEN_H: tl.constexpr, EVEN_HV: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ROW_RATIO: tl.constexpr,
     COL_RATIO: tl.constexpr, SEQUENTIAL: tl.constexpr, PAD_ID: tl.constexpr,
-    DOT_PRECISION: tl.constexpr,
+    IEEE: tl.constexpr,
 ):
     pid_m = NT - 1 - tl.program_id(0)
     pid_bn = tl.program_id(1)
@@ -212,13 +212,13 @@ def _dq_kernel(
     dq = tl.zeros([BLOCK_M, BLOCK_H], dtype=tl.float32)
     dq = _dq_visit(dq, q, do, lse, delta, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_ptr, lo,
                    lf, S, stride_kt, stride_vt, qk_scale, offs_n, offs_h, offs_hv, H, HV, EVEN_H,
-                   EVEN_HV, BLOCK_N, True, SEQUENTIAL, PAD_ID, DOT_PRECISION)
+                   EVEN_HV, BLOCK_N, True, SEQUENTIAL, PAD_ID, IEEE)
     dq = _dq_visit(dq, q, do, lse, delta, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_ptr, lf,
                    uf, S, stride_kt, stride_vt, qk_scale, offs_n, offs_h, offs_hv, H, HV, EVEN_H,
-                   EVEN_HV, BLOCK_N, False, SEQUENTIAL, PAD_ID, DOT_PRECISION)
+                   EVEN_HV, BLOCK_N, False, SEQUENTIAL, PAD_ID, IEEE)
     dq = _dq_visit(dq, q, do, lse, delta, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_ptr, uf,
                    hi, S, stride_kt, stride_vt, qk_scale, offs_n, offs_h, offs_hv, H, HV, EVEN_H,
-                   EVEN_HV, BLOCK_N, True, SEQUENTIAL, PAD_ID, DOT_PRECISION)
+                   EVEN_HV, BLOCK_N, True, SEQUENTIAL, PAD_ID, IEEE)
     dq_base = DQ + b * stride_qb + q_start * stride_qt + n * H
     tl.store(dq_base + offs_m[:, None] * stride_qt + offs_h[None, :],
              (dq * scale).to(DQ.dtype.element_ty),

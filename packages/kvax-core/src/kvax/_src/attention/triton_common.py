@@ -47,13 +47,23 @@ def element_mask_t(k_pos, k_seg, q_pos, q_seg, PAD_ID: tl.constexpr):
     return same & (q_seg[None, :] != PAD_ID) & (q_pos[None, :] >= k_pos[:, None])
 
 
+@triton.jit
+def mma(a, b, acc, IEEE: tl.constexpr):
+    """a @ b (+ acc) with float32 accumulation; IEEE float32 products when IEEE, else the
+    tensor cores' native precision for the operand dtype."""
+    if IEEE:
+        return tl.dot(a, b, acc, input_precision="ieee")
+    else:
+        return tl.dot(a, b, acc)
+
+
 def next_pow2(x: int) -> int:
     return max(16, 1 << math.ceil(math.log2(max(x, 1))))
 
 
-def dot_precision(dtype) -> str:
+def ieee_products(dtype) -> bool:
     """float32 inputs get IEEE products: the tolerance is tied to plain float32 math, not TF32."""
-    return "ieee" if jnp.dtype(dtype) == jnp.float32 else "tf32"
+    return jnp.dtype(dtype) == jnp.float32
 
 
 def common_constants(dtype, head_dim: int, value_head_dim: int, sequential: bool) -> dict:
@@ -62,7 +72,7 @@ def common_constants(dtype, head_dim: int, value_head_dim: int, sequential: bool
         H=head_dim, HV=value_head_dim, BLOCK_H=block_h, BLOCK_HV=block_hv,
         EVEN_H=block_h == head_dim, EVEN_HV=block_hv == value_head_dim,
         SEQUENTIAL=bool(sequential), PAD_ID=PADDING_SEGMENT_ID,
-        DOT_PRECISION=dot_precision(dtype),
+        IEEE=ieee_products(dtype),
     )
 
 

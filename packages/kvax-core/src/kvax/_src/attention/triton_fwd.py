@@ -15,7 +15,7 @@ def _fwd_visit(acc, m_i, l_i, q, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_pt
                S, stride_kt, stride_vt, qk_scale, offs_h, offs_hv, offs_n,
                H: tl.constexpr, HV: tl.constexpr, EVEN_H: tl.constexpr, EVEN_HV: tl.constexpr,
                BLOCK_N: tl.constexpr, MASKED: tl.constexpr, SEQUENTIAL: tl.constexpr,
-               PAD_ID: tl.constexpr, DOT_PRECISION: tl.constexpr):
+               PAD_ID: tl.constexpr, IEEE: tl.constexpr):
     for j in tl.range(start, end):
         kv_start = j.to(tl.int64) * BLOCK_N
         k_ptrs = k_base + kv_start * stride_kt + offs_n[:, None] * stride_kt + offs_h[None, :]
@@ -27,7 +27,7 @@ def _fwd_visit(acc, m_i, l_i, q, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_pt
             k = tl.load(k_ptrs)  # [BLOCK_N, BLOCK_H]
         else:
             k = tl.load(k_ptrs, mask=offs_h[None, :] < H, other=0.0)
-        s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale  # [BLOCK_M, BLOCK_N]
+        s = tc.mma(q, tl.trans(k), None, IEEE) * qk_scale  # [BLOCK_M, BLOCK_N]
         if MASKED:
             k_pos, k_seg = tc.load_layout(kpos_ptr + kv_start, kseg_ptr + kv_start, offs_n,
                                           S - kv_start, SEQUENTIAL, PAD_ID)
@@ -50,7 +50,7 @@ def _fwd_visit(acc, m_i, l_i, q, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_pt
         alpha = tl.math.exp2(m_i - m_use)
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None]
-        acc = tl.dot(p.to(v.dtype), v, acc, input_precision=DOT_PRECISION)
+        acc = tc.mma(p.to(v.dtype), v, acc, IEEE)
         m_i = m_new
     return acc, m_i, l_i
 
@@ -65,7 +65,7 @@ def _fwd_kernel(
     BLOCK_H: tl.constexpr, BLOCK_HV: tl.constexpr, EVEN_H: tl.constexpr, EVEN_HV: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ROW_RATIO: tl.constexpr,
     COL_RATIO: tl.constexpr, SEQUENTIAL: tl.constexpr, PAD_ID: tl.constexpr,
-    DOT_PRECISION: tl.constexpr,
+    IEEE: tl.constexpr,
 ):
     pid_m = NT - 1 - tl.program_id(0)  # heavier (later) query blocks first
     pid_bn = tl.program_id(1)
@@ -105,15 +105,15 @@ def _fwd_kernel(
     acc, m_i, l_i = _fwd_visit(acc, m_i, l_i, q, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_ptr,
                                lo, lf, S, stride_kt, stride_vt, qk_scale, offs_h, offs_hv,
                                offs_n, H, HV, EVEN_H, EVEN_HV, BLOCK_N, True, SEQUENTIAL, PAD_ID,
-                               DOT_PRECISION)
+                               IEEE)
     acc, m_i, l_i = _fwd_visit(acc, m_i, l_i, q, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_ptr,
                                lf, uf, S, stride_kt, stride_vt, qk_scale, offs_h, offs_hv,
                                offs_n, H, HV, EVEN_H, EVEN_HV, BLOCK_N, False, SEQUENTIAL,
-                               PAD_ID, DOT_PRECISION)
+                               PAD_ID, IEEE)
     acc, m_i, l_i = _fwd_visit(acc, m_i, l_i, q, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_ptr,
                                uf, hi, S, stride_kt, stride_vt, qk_scale, offs_h, offs_hv,
                                offs_n, H, HV, EVEN_H, EVEN_HV, BLOCK_N, True, SEQUENTIAL, PAD_ID,
-                               DOT_PRECISION)
+                               IEEE)
 
     live = l_i > 0.0
     out = acc / tl.where(live, l_i, 1.0)[:, None]

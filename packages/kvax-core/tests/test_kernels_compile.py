@@ -1,0 +1,76 @@
+"""Compile the Triton kernels for sm_90 on any machine (no GPU needed): catches kernel errors in CI
+and checks that the tiles the launchers choose fit an H100's shared memory."""
+
+import pytest
+
+triton = pytest.importorskip("triton")
+from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.compiler import ASTSource  # noqa: E402
+
+from kvax._src.attention import triton_bwd, triton_common as tc, triton_fwd  # noqa: E402
+from kvax.utils import default_params  # noqa: E402
+
+H100_SHARED_BYTES = 232448
+POINTERS_I32 = ("QPOS", "QSEG", "KPOS", "KSEG", "LO", "HI", "LF", "UF")
+POINTERS_F32 = ("LSE", "DELTA")
+FLOATS = ("qk_scale", "scale")
+
+
+def compile_for_hopper(kernel, dtype, constants, num_warps, num_stages):
+    elem = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}[dtype]
+    signature = {}
+    for name in kernel.arg_names:
+        if name in constants:
+            signature[name] = "constexpr"
+        elif name in POINTERS_I32:
+            signature[name] = "*i32"
+        elif name in POINTERS_F32:
+            signature[name] = "*fp32"
+        elif name in FLOATS:
+            signature[name] = "fp32"
+        elif name in ("Q", "K", "V", "O", "DO", "DQ", "DK", "DV"):
+            signature[name] = f"*{elem}"  # Q K V O DO DQ DK DV
+        else:
+            signature[name] = "i32"
+    # constants keyed by name, as jax-triton passes them
+    source = ASTSource(fn=kernel, signature=signature, constexprs=dict(constants))
+    return triton.compile(source, target=GPUTarget("cuda", 90, 32),
+                          options=dict(num_warps=num_warps, num_stages=num_stages))
+
+
+def launch_constants(kind, dtype, h, hv, params):
+    fwd = kind == "fwd"
+    row, col = ((params.query_block_size, params.kv_block_size) if fwd else
+                params.dq_blocks if kind == "dq" else
+                (params.kv_block_size, params.query_block_size))
+    tiles = tc.choose_tiles(dtype, h, hv, row, col, params.num_stages)
+    consts = dict(N=8, G=4, ROW_RATIO=tiles["ROW_RATIO"], COL_RATIO=tiles["COL_RATIO"],
+                  **tc.common_constants(dtype, h, hv, sequential=False))
+    if kind == "dkdv":
+        consts.update(KH=2, BLOCK_M=tiles["BLOCK_N_TILE"], BLOCK_N=tiles["BLOCK_M_TILE"])
+    else:
+        consts.update(BLOCK_M=tiles["BLOCK_M_TILE"], BLOCK_N=tiles["BLOCK_N_TILE"])
+    return consts, tiles["num_stages"]
+
+
+KERNELS = {"fwd": triton_fwd._fwd_kernel, "dq": triton_bwd._dq_kernel,
+           "dkdv": triton_bwd._dkdv_kernel}
+
+
+@pytest.mark.parametrize("kind", ["fwd", "dq", "dkdv"])
+@pytest.mark.parametrize("dtype,h,hv", [("bfloat16", 128, 128), ("bfloat16", 256, 256),
+                                        ("float16", 96, 40), ("float32", 256, 192)])
+def test_kernel_compiles_and_fits_hopper(kind, dtype, h, hv):
+    params = default_params("NVIDIA H100 80GB HBM3", backward=kind != "fwd")
+    consts, stages = launch_constants(kind, dtype, h, hv, params)
+    compiled = compile_for_hopper(KERNELS[kind], dtype, consts, params.num_warps, stages)
+    assert 0 < compiled.metadata.shared <= H100_SHARED_BYTES
+    if dtype != "float32":  # 16-bit products run on the tensor cores (float32 is IEEE FMA)
+        assert "mma" in compiled.asm["ptx"]
+
+
+def test_sequential_variant_compiles():
+    params = default_params("NVIDIA H100 80GB HBM3", backward=False)
+    consts, stages = launch_constants("fwd", "bfloat16", 128, 128, params)
+    consts["SEQUENTIAL"] = True
+    compile_for_hopper(triton_fwd._fwd_kernel, "bfloat16", consts, params.num_warps, stages)
