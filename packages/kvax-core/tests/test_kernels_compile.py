@@ -17,11 +17,14 @@ FLOATS = ("qk_scale", "scale")
 
 
 def compile_for_hopper(kernel, dtype, constants, num_warps, num_stages):
+    """Compile as jax-triton does: runtime arguments in kernel order, then the constexprs in the
+    order the launcher passes them (tc.ordered_constants), read by position."""
     elem = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}[dtype]
+    constants = tc.ordered_constants(kernel, constants)
     signature = {}
     for name in kernel.arg_names:
         if name in constants:
-            signature[name] = "constexpr"
+            continue
         elif name in POINTERS_I32:
             signature[name] = "*i32"
         elif name in POINTERS_F32:
@@ -32,7 +35,7 @@ def compile_for_hopper(kernel, dtype, constants, num_warps, num_stages):
             signature[name] = f"*{elem}"  # Q K V O DO DQ DK DV
         else:
             signature[name] = "i32"
-    # constants keyed by name, as jax-triton passes them
+    signature.update({name: "constexpr" for name in constants})
     source = ASTSource(fn=kernel, signature=signature, constexprs=dict(constants))
     return triton.compile(source, target=GPUTarget("cuda", 90, 32),
                           options=dict(num_warps=num_warps, num_stages=num_stages))
@@ -74,3 +77,11 @@ def test_sequential_variant_compiles():
     consts, stages = launch_constants("fwd", "bfloat16", 128, 128, params)
     consts["SEQUENTIAL"] = True
     compile_for_hopper(triton_fwd._fwd_kernel, "bfloat16", consts, params.num_warps, stages)
+
+
+def test_constants_are_ordered_as_the_kernel():
+    shuffled = {"IEEE": False, "N": 8, "BLOCK_M": 64, "H": 128}
+    ordered = tc.ordered_constants(triton_fwd._fwd_kernel, shuffled)
+    assert list(ordered) == ["N", "H", "BLOCK_M", "IEEE"]
+    with pytest.raises(TypeError, match="no parameters"):
+        tc.ordered_constants(triton_fwd._fwd_kernel, {"NOPE": 1})

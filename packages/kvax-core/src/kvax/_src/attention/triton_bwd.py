@@ -230,8 +230,6 @@ def backward(q, k, v, q_pos, q_seg, kv_pos, kv_seg, out, lse, dout, dq_mask: Att
              memory_optimized_gqa: bool = False, debug: bool = False):
     """(dq, dk, dv) in the inputs' dtypes. memory_optimized_gqa is accepted for the original API:
     these kernels never hold per-query-head copies of dK/dV, so both settings use the same memory."""
-    import jax_triton as jt  # needs a CUDA jaxlib: imported only at launch
-
     del memory_optimized_gqa
     b, t, n, h = q.shape
     s_len, num_kv, hv = k.shape[1], k.shape[2], v.shape[3]
@@ -247,9 +245,8 @@ def backward(q, k, v, q_pos, q_seg, kv_pos, kv_seg, out, lse, dout, dq_mask: Att
     kv_tiles = tc.choose_tiles(q.dtype, h, hv, dkdv_mask.row_block, dkdv_mask.col_block,
                                params.num_stages)
     nt_kv = -(-s_len // kv_tiles["BLOCK_M_TILE"])
-    dk, dv = jt.triton_call(
-        *common, *dkdv_mask.flatten(), t, s_len, dkdv_mask.lower_bounds.shape[1], nt_kv, *scalars,
-        kernel=_dkdv_kernel,
+    dk, dv = tc.launch(
+        _dkdv_kernel, *common, *dkdv_mask.flatten(), t, s_len, dkdv_mask.lower_bounds.shape[1], nt_kv, *scalars,
         out_shape=[tc.shape_dtype(k.shape, k.dtype), tc.shape_dtype(v.shape, v.dtype)],
         grid=(nt_kv, b * num_kv), name="kvax_bwd_dkdv", num_warps=params.num_warps,
         num_stages=kv_tiles["num_stages"], debug=debug, N=n, G=n // num_kv, KH=num_kv,
@@ -259,9 +256,9 @@ def backward(q, k, v, q_pos, q_seg, kv_pos, kv_seg, out, lse, dout, dq_mask: Att
     q_tiles = tc.choose_tiles(q.dtype, h, hv, dq_mask.row_block, dq_mask.col_block,
                               params.num_stages)
     nt_q = -(-t // q_tiles["BLOCK_M_TILE"])
-    dq = jt.triton_call(
-        *common, *dq_mask.flatten(), t, s_len, dq_mask.lower_bounds.shape[1], nt_q, *scalars,
-        kernel=_dq_kernel, out_shape=tc.shape_dtype(q.shape, q.dtype), grid=(nt_q, b * n),
+    dq = tc.launch(
+        _dq_kernel, *common, *dq_mask.flatten(), t, s_len, dq_mask.lower_bounds.shape[1], nt_q, *scalars,
+        out_shape=tc.shape_dtype(q.shape, q.dtype), grid=(nt_q, b * n),
         name="kvax_bwd_dq", num_warps=params.num_warps, num_stages=q_tiles["num_stages"],
         debug=debug, N=n, G=n // num_kv, BLOCK_M=q_tiles["BLOCK_M_TILE"],
         BLOCK_N=q_tiles["BLOCK_N_TILE"], ROW_RATIO=q_tiles["ROW_RATIO"],

@@ -92,5 +92,27 @@ def choose_tiles(dtype, head_dim: int, value_head_dim: int, row_block: int, col_
                 COL_RATIO=col_block // tile_col, num_stages=stages)
 
 
+def ordered_constants(kernel, constants: dict) -> dict:
+    """Constexpr values in the kernel's parameter order.
+
+    jax-triton appends the constexprs to the signature in the order they are passed and Triton
+    3.6 reads that signature by position, so an order that differs from the kernel's hands values
+    to the wrong parameters. Always pass them through here.
+    """
+    unknown = set(constants) - set(kernel.arg_names)
+    if unknown:
+        raise TypeError(f"{kernel.__name__} has no parameters {sorted(unknown)}")
+    return {name: constants[name] for name in kernel.arg_names if name in constants}
+
+
+def launch(kernel, *args, out_shape, grid, name, num_warps, num_stages, debug, **constants):
+    """jax_triton.triton_call with the constexprs in kernel order (see ordered_constants)."""
+    import jax_triton as jt  # needs a CUDA jaxlib: imported only at launch
+
+    return jt.triton_call(*args, kernel=kernel, out_shape=out_shape, grid=grid, name=name,
+                          num_warps=num_warps, num_stages=num_stages, debug=debug,
+                          **ordered_constants(kernel, constants))
+
+
 def shape_dtype(shape, dtype) -> jax.ShapeDtypeStruct:
     return jax.ShapeDtypeStruct(tuple(shape), jnp.dtype(dtype))

@@ -129,19 +129,17 @@ def _fwd_kernel(
 def forward(q, k, v, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *, scale: float,
             sequential: bool, params, debug: bool = False):
     """Output [B, T, N, Hv] (q's dtype) and logsumexp [B, N, T] (float32, log2 units)."""
-    import jax_triton as jt  # needs a CUDA jaxlib: imported only at launch
-
     b, t, n, h = q.shape
     s_len, num_kv, hv = k.shape[1], k.shape[2], v.shape[3]
     r = mask.lower_bounds.shape[1]
     tiles = tc.choose_tiles(q.dtype, h, hv, mask.row_block, mask.col_block, params.num_stages)
     num_tiles = -(-t // tiles["BLOCK_M_TILE"])
     out_shapes = [tc.shape_dtype((b, t, n, hv), q.dtype), tc.shape_dtype((b, n, t), "float32")]
-    out, lse = jt.triton_call(
-        q, k, v, q_pos, q_seg, kv_pos, kv_seg, *mask.flatten(),
+    out, lse = tc.launch(
+        _fwd_kernel, q, k, v, q_pos, q_seg, kv_pos, kv_seg, *mask.flatten(),
         t, s_len, r, num_tiles, t * n * h, n * h, s_len * num_kv * h, num_kv * h,
         s_len * num_kv * hv, num_kv * hv, t * n * hv, n * hv, float(scale * tc.LOG2E),
-        kernel=_fwd_kernel, out_shape=out_shapes, grid=(num_tiles, b * n), name="kvax_fwd",
+        out_shape=out_shapes, grid=(num_tiles, b * n), name="kvax_fwd",
         num_warps=params.num_warps, num_stages=tiles["num_stages"], debug=debug,
         N=n, G=n // num_kv, BLOCK_M=tiles["BLOCK_M_TILE"], BLOCK_N=tiles["BLOCK_N_TILE"],
         ROW_RATIO=tiles["ROW_RATIO"], COL_RATIO=tiles["COL_RATIO"],
