@@ -10,6 +10,13 @@ from kvax.ops import flash_attention
 from kvax_testing import check_attention, packed_batch
 
 print('triton', triton.__version__, triton.__file__)
+import jax_triton as jt
+_call = jt.triton_call
+def _traced_call(*args, **kw):
+    print("triton_call", kw.get("name"), {k: v for k, v in kw.items() if k not in ("out_shape",)},
+          [getattr(a, "shape", a) for a in args])
+    return _call(*args, **kw)
+jt.triton_call = _traced_call
 batch = packed_batch(0, kv_len=257, dtype="bfloat16")
 try:
     fn = jax.jit(lambda q, k, v, *lay: flash_attention(q, k, v, *lay, scale=0.125, backend="triton"))
