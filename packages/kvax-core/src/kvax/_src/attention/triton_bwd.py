@@ -5,6 +5,7 @@ Deterministic: no atomics; every output element is written by exactly one progra
 from __future__ import annotations
 
 import jax.numpy as jnp
+import numpy as np
 import triton
 import triton.language as tl
 
@@ -238,7 +239,7 @@ def backward(q, k, v, q_pos, q_seg, kv_pos, kv_seg, out, lse, dout, dq_mask: Att
     delta = jnp.where(jnp.isfinite(lse), delta, 0.0)
     strides = (t * n * h, n * h, s_len * num_kv * h, num_kv * h, s_len * num_kv * hv, num_kv * hv,
                t * n * hv, n * hv)
-    scalars = (*strides, float(scale * tc.LOG2E), float(scale))
+    scalars = (*strides, np.float32(scale * tc.LOG2E), np.float32(scale))
     consts = tc.common_constants(q.dtype, h, hv, sequential)
     common = (q, k, v, dout, lse, delta, q_pos, q_seg, kv_pos, kv_seg)
 

@@ -13,6 +13,7 @@ import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import triton
 import triton.language as tl
 
@@ -93,12 +94,8 @@ def choose_tiles(dtype, head_dim: int, value_head_dim: int, row_block: int, col_
 
 
 def ordered_constants(kernel, constants: dict) -> dict:
-    """Constexpr values in the kernel's parameter order.
-
-    jax-triton appends the constexprs to the signature in the order they are passed and Triton
-    3.6 reads that signature by position, so an order that differs from the kernel's hands values
-    to the wrong parameters. Always pass them through here.
-    """
+    """Constexpr values in the kernel's parameter order (a stable, readable launch record; unknown
+    names fail here instead of deep inside Triton)."""
     unknown = set(constants) - set(kernel.arg_names)
     if unknown:
         raise TypeError(f"{kernel.__name__} has no parameters {sorted(unknown)}")
@@ -106,7 +103,11 @@ def ordered_constants(kernel, constants: dict) -> dict:
 
 
 def launch(kernel, *args, out_shape, grid, name, num_warps, num_stages, debug, **constants):
-    """jax_triton.triton_call with the constexprs in kernel order (see ordered_constants)."""
+    """jax_triton.triton_call with the constexprs in kernel order. Float scalars must be
+    np.float32: jax-triton passes a Python float as fp64, which would turn the softmax to fp64."""
+    for arg in args:
+        if isinstance(arg, float) and not isinstance(arg, np.floating):
+            raise TypeError("pass float scalars to kernels as np.float32, not Python floats")
     import jax_triton as jt  # needs a CUDA jaxlib: imported only at launch
 
     return jt.triton_call(*args, kernel=kernel, out_shape=out_shape, grid=grid, name=name,

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import triton
 import triton.language as tl
 
@@ -138,7 +139,7 @@ def forward(q, k, v, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *, scale
     out, lse = tc.launch(
         _fwd_kernel, q, k, v, q_pos, q_seg, kv_pos, kv_seg, *mask.flatten(),
         t, s_len, r, num_tiles, t * n * h, n * h, s_len * num_kv * h, num_kv * h,
-        s_len * num_kv * hv, num_kv * hv, t * n * hv, n * hv, float(scale * tc.LOG2E),
+        s_len * num_kv * hv, num_kv * hv, t * n * hv, n * hv, np.float32(scale * tc.LOG2E),
         out_shape=out_shapes, grid=(num_tiles, b * n), name="kvax_fwd",
         num_warps=params.num_warps, num_stages=tiles["num_stages"], debug=debug,
         N=n, G=n // num_kv, BLOCK_M=tiles["BLOCK_M_TILE"], BLOCK_N=tiles["BLOCK_N_TILE"],
