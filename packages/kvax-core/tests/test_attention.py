@@ -186,3 +186,22 @@ def test_mask_reused_across_layers_under_scan():
     out = model(batch.query)
     grads = jax.grad(lambda x: model(x).sum())(batch.query)
     assert out.shape == batch.query.shape and np.all(np.isfinite(np.asarray(grads)))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype,h,hv", [("bfloat16", 128, 128), ("bfloat16", 192, 128),
+                                        ("bfloat16", 256, 256), ("float16", 128, 64),
+                                        ("float32", 256, 192)])
+def test_head_dims_with_device_defaults(dtype, h, hv):
+    """The device's default blocks (128x128 on Hopper) with every head dim up to 256: the
+    launchers split mask blocks into smaller tiles where a dtype or head dim needs it."""
+    batch = packed_batch(int(np.random.SeedSequence().entropy % 2**31), batch=1, kv_len=333,
+                         num_heads=4, num_kv_heads=2, head_dim=h, value_head_dim=hv,
+                         dtype=dtype, num_docs=3, pad_tokens=21, poison_padding=True)
+    scale = h ** -0.5
+
+    def fn(q, k, v, *layout):
+        return flash_attention(q, k, v, *layout, scale=scale, backend="triton")
+
+    report = check_attention(jax.jit(fn), batch, scale=scale)
+    assert report.ok, str(report)

@@ -1,0 +1,366 @@
+"""Kvax benchmark: ours against the peers on packed document masks, side by side in one run.
+
+    python tools/bench.py mha_bwd --num-segments 8 --num-pad-tokens 2000 --seq-lens 16384 65536
+
+On a GPU: times forward and forward+backward of every implementation (warm-up, synchronised,
+median of repeats), counts FLOPs from the exact number of allowed query-key pairs (and prints the
+original Kvax's block-visited FLOPs beside them), times mask creation, reports memory and checks
+every peer's output against ours on sampled rows. Writes a table to stdout, results.json and PNG
+plots to --out. Peers: cuDNN through jax.nn.dot_product_attention, JAX's Pallas GPU attention,
+PyTorch FlexAttention and the original kvax 0.1.0 (each in its own process); one that cannot run
+is reported with the reason.
+On CPU: runs a small packed batch through the CPU path, checks it (outputs and gradients) against
+kvax-testing's reference, prints the block-mask picture, and says which peers need a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from workloads import PADDING_SEGMENT_ID, Workload, inputs, sample_rows  # noqa: E402
+
+MODES = ("mha", "mha_bwd", "mha_cp", "mha_cp_bwd")
+PEERS = ("cudnn", "pallas", "flex", "kvax010")
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("mode", choices=MODES, nargs="?", default="mha_bwd")
+    p.add_argument("--seq-lens", type=int, nargs="+", default=None,
+                   help="sequence lengths to sweep (default: 16384 65536 on GPU, 512 on CPU)")
+    p.add_argument("--num-segments", type=int, default=3)
+    p.add_argument("--num-pad-tokens", type=int, default=1000)
+    p.add_argument("--heads", type=int, default=32)
+    p.add_argument("--kv-heads", type=int, default=8)
+    p.add_argument("--head-dim", type=int, default=128)
+    p.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16", "float32"))
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--peers", default=",".join(PEERS), help="comma-separated subset of " + ",".join(PEERS))
+    p.add_argument("--repeats", type=int, default=10)
+    p.add_argument("--show-attention-mask", action="store_true")
+    p.add_argument("--permute-tokens-for-load-balance", default="true", choices=("true", "false"))
+    p.add_argument("--out", default="bench-out", help="folder for results.json and plots")
+    return p.parse_args(argv)
+
+
+def median_ms(fn, repeats):
+    import jax
+
+    for _ in range(3):
+        jax.block_until_ready(fn())
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(fn())
+        times.append((time.perf_counter() - start) * 1e3)
+    return float(np.median(times))
+
+
+@dataclasses.dataclass
+class Row:
+    impl: str
+    seq_len: int
+    fwd_ms: float | None = None
+    fwdbwd_ms: float | None = None
+    fwd_tflops: float | None = None
+    fwdbwd_tflops: float | None = None
+    mask_ms: float | None = None
+    peak_gib: float | None = None
+    rel_err_vs_ours: float | None = None
+    skipped: str | None = None
+
+
+def _rel_err(a, b) -> float:
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
+
+
+def _memory_gib(jitted, *args) -> float | None:
+    try:
+        m = jitted.lower(*args).compile().memory_analysis()
+        return (m.temp_size_in_bytes + m.argument_size_in_bytes + m.output_size_in_bytes) / 2**30
+    except Exception:
+        return None
+
+
+def bench_ours(w: Workload, args):
+    import jax
+    import jax.numpy as jnp
+
+    from kvax.ops import create_attention_mask, flash_attention
+
+    q, k, v, pos, seg = inputs(w)
+    dt = jnp.dtype(w.dtype)
+    q, k, v = (jnp.asarray(x, dt) for x in (q, k, v))
+    pos, seg = jnp.asarray(pos), jnp.asarray(seg)
+    scale = w.head_dim ** -0.5
+    make_mask = jax.jit(lambda p, s: create_attention_mask(p, s, p, s, calc_bwd_mask=True))
+    masks = make_mask(pos, seg)
+    mask_ms = median_ms(lambda: make_mask(pos, seg), args.repeats)
+
+    fwd = jax.jit(lambda q, k, v, m: flash_attention(q, k, v, pos, seg, pos, seg, mask=m,
+                                                     scale=scale))
+
+    @jax.jit
+    def fwdbwd(q, k, v, m, dout):
+        _, vjp = jax.vjp(lambda *x: fwd(*x, m), q, k, v)
+        return vjp(dout)
+
+    out = fwd(q, k, v, masks)
+    dout = jnp.asarray(np.random.default_rng(3).standard_normal(out.shape), dt)
+    row = Row("kvax (ours)", w.seq_len, mask_ms=mask_ms)
+    row.fwd_ms = median_ms(lambda: fwd(q, k, v, masks), args.repeats)
+    if args.mode.endswith("bwd"):
+        row.fwdbwd_ms = median_ms(lambda: fwdbwd(q, k, v, masks, dout), args.repeats)
+        row.peak_gib = _memory_gib(fwdbwd, q, k, v, masks, dout)
+    else:
+        row.peak_gib = _memory_gib(fwd, q, k, v, masks)
+    rows = sample_rows(w)
+    sampled = np.asarray(out[rows[:, 0], rows[:, 1]], np.float32)
+    visited = sum(int(np.count_nonzero(masks[0].block_classes(b))) for b in range(w.batch))
+    block_flops = (4.0 * w.num_heads * w.head_dim * visited * masks[0].row_block
+                   * masks[0].col_block)
+    return row, sampled, masks, block_flops
+
+
+def bench_cudnn(w: Workload, args):
+    import jax
+    import jax.numpy as jnp
+
+    q, k, v, pos, seg = inputs(w)
+    dt = jnp.dtype(w.dtype)
+    q, k, v = (jnp.asarray(x, dt) for x in (q, k, v))
+    scale = w.head_dim ** -0.5
+    one_doc = w.num_segments == 1 and w.num_pad_tokens == 0
+    if one_doc:
+        def attn(q, k, v):
+            return jax.nn.dot_product_attention(q, k, v, scale=scale, is_causal=True,
+                                                implementation="cudnn")
+    else:
+        if w.seq_len > 32768:
+            raise RuntimeError(f"a dense [{w.seq_len}x{w.seq_len}] mask is what cuDNN users must "
+                               "pass for documents; skipped above 32k tokens (memory)")
+        pos_j, seg_j = jnp.asarray(pos), jnp.asarray(seg)
+        allowed = ((seg_j[:, :, None] == seg_j[:, None, :]) & (seg_j[:, :, None] != -1)
+                   & (pos_j[:, :, None] >= pos_j[:, None, :]))[:, None]
+
+        def attn(q, k, v):
+            return jax.nn.dot_product_attention(q, k, v, scale=scale, mask=allowed,
+                                                implementation="cudnn")
+    return _bench_jax_fn("cuDNN (jax.nn)", attn, w, args, q, k, v)
+
+
+def bench_pallas(w: Workload, args):
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental.pallas.ops.gpu import attention as pallas_attention
+
+    q, k, v, pos, seg = inputs(w)
+    dt = jnp.dtype(w.dtype)
+    group = w.num_heads // w.num_kv_heads
+    q = jnp.asarray(q, dt)
+    k, v = (jnp.repeat(jnp.asarray(x, dt), group, axis=2) for x in (k, v))  # MHA only
+    seg_j = jnp.asarray(seg)
+    scale = w.head_dim ** -0.5
+
+    def attn(q, k, v):
+        return pallas_attention.mha(q, k, v, segment_ids=seg_j, sm_scale=scale, causal=True)
+    return _bench_jax_fn("Pallas GPU (jax)", attn, w, args, q, k, v)
+
+
+def _bench_jax_fn(name, attn, w, args, q, k, v):
+    import jax
+    import jax.numpy as jnp
+
+    fwd = jax.jit(attn)
+
+    @jax.jit
+    def fwdbwd(q, k, v, dout):
+        _, vjp = jax.vjp(attn, q, k, v)
+        return vjp(dout)
+
+    out = fwd(q, k, v)
+    row = Row(name, w.seq_len)
+    row.fwd_ms = median_ms(lambda: fwd(q, k, v), args.repeats)
+    if args.mode.endswith("bwd"):
+        dout = jnp.asarray(np.random.default_rng(3).standard_normal(out.shape), out.dtype)
+        row.fwdbwd_ms = median_ms(lambda: fwdbwd(q, k, v, dout), args.repeats)
+        row.peak_gib = _memory_gib(fwdbwd, q, k, v, dout)
+    rows = sample_rows(w)
+    return row, np.asarray(out[rows[:, 0], rows[:, 1]], np.float32)
+
+
+def bench_subprocess(which, name, w: Workload, args):
+    with tempfile.TemporaryDirectory() as tmp:
+        out_json = os.path.join(tmp, "out.json")
+        cmd = [sys.executable, os.path.join(os.path.dirname(__file__), "peers.py"), which,
+               json.dumps(dataclasses.asdict(w)), out_json]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+        if not os.path.exists(out_json):
+            raise RuntimeError(f"{which} process failed: {proc.stderr.strip()[-300:]}")
+        with open(out_json) as f:
+            res = json.load(f)
+    if "skipped" in res:
+        raise RuntimeError(res["skipped"])
+    row = Row(name, w.seq_len, fwd_ms=res["fwd_ms"],
+              fwdbwd_ms=res["fwdbwd_ms"] if args.mode.endswith("bwd") else None,
+              peak_gib=res["peak_bytes"] / 2**30 if res.get("peak_bytes") else None)
+    return row, np.asarray(res["out"], np.float32)
+
+
+def run_gpu(args):
+    rows, results = [], []
+    peers = [p for p in args.peers.split(",") if p]
+    for seq_len in args.seq_lens or [16384, 65536]:
+        w = Workload(seq_len, args.num_segments, args.num_pad_tokens, args.batch, args.heads,
+                     args.kv_heads, args.head_dim, args.dtype)
+        ours, ours_out, masks, block_flops = bench_ours(w, args)
+        if args.show_attention_mask:
+            print(masks[0].format())
+        entries = [ours]
+        for peer in peers:
+            try:
+                if peer == "cudnn":
+                    row, out = bench_cudnn(w, args)
+                elif peer == "pallas":
+                    row, out = bench_pallas(w, args)
+                elif peer == "flex":
+                    row, out = bench_subprocess("flex", "FlexAttention (torch)", w, args)
+                elif peer == "kvax010":
+                    row, out = bench_subprocess("kvax010", "kvax 0.1.0 (original)", w, args)
+                else:
+                    raise RuntimeError(f"unknown peer {peer!r}")
+                row.rel_err_vs_ours = _rel_err(out, ours_out)
+            except Exception as err:
+                row = Row(peer, seq_len, skipped=f"{type(err).__name__}: {str(err).splitlines()[0][:160]}")
+            entries.append(row)
+        for row in entries:
+            if row.fwd_ms:
+                row.fwd_tflops = w.flops(False) / row.fwd_ms / 1e9
+            if row.fwdbwd_ms:
+                row.fwdbwd_tflops = w.flops(True) / row.fwdbwd_ms / 1e9
+            rows.append(row)
+        results.append(dict(workload=dataclasses.asdict(w), name=w.name,
+                            allowed_pairs=w.allowed_pairs(), useful_fwd_flops=w.flops(False),
+                            block_visited_fwd_flops=block_flops,
+                            rows=[dataclasses.asdict(r) for r in entries]))
+        print_table(entries, w, block_flops)
+    return results
+
+
+def fmt(x, spec):
+    return "-" if x is None else format(x, spec)
+
+
+def print_table(entries, w: Workload, block_flops: float):
+    print(f"\n{w.name}: {w.allowed_pairs():,} allowed pairs; useful fwd {w.flops(False) / 1e12:.2f} "
+          f"TFLOP, block-visited fwd (original's count) {block_flops / 1e12:.2f} TFLOP")
+    print(f"{'implementation':<24}{'fwd ms':>9}{'fwd TF/s':>10}{'f+b ms':>9}{'f+b TF/s':>10}"
+          f"{'mask ms':>9}{'mem GiB':>9}{'err vs ours':>13}")
+    for r in entries:
+        if r.skipped:
+            print(f"{r.impl:<24}skipped: {r.skipped}")
+            continue
+        print(f"{r.impl:<24}{fmt(r.fwd_ms, '9.2f')}{fmt(r.fwd_tflops, '10.1f')}"
+              f"{fmt(r.fwdbwd_ms, '9.2f')}{fmt(r.fwdbwd_tflops, '10.1f')}{fmt(r.mask_ms, '9.2f')}"
+              f"{fmt(r.peak_gib, '9.2f')}{fmt(r.rel_err_vs_ours, '13.2e')}")
+
+
+def plot(results, out_dir):
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib not installed: no plots")
+        return
+    for key, title in (("fwd_tflops", "forward"), ("fwdbwd_tflops", "forward + backward")):
+        series = {}
+        for res in results:
+            for r in res["rows"]:
+                if r.get(key):
+                    series.setdefault(r["impl"], []).append((res["workload"]["seq_len"], r[key]))
+        if not series:
+            continue
+        fig, ax = plt.subplots(figsize=(7, 4))
+        for impl, pts in series.items():
+            xs, ys = zip(*sorted(pts))
+            ax.plot(xs, ys, marker="o", label=impl)
+        w = results[0]["workload"]
+        ax.set(xscale="log", xlabel="sequence length (tokens)", ylabel="TFLOP/s (useful pairs)",
+               title=f"{title}: {w['num_segments']} documents + {w['num_pad_tokens']} padding, "
+                     f"N={w['num_heads']}, K={w['num_kv_heads']}, H={w['head_dim']}")
+        ax.grid(alpha=0.3)
+        ax.legend()
+        path = os.path.join(out_dir, f"{key.split('_')[0]}.png")
+        fig.savefig(path, dpi=120, bbox_inches="tight")
+        print(f"plot written to {path}")
+
+
+def run_cpu(args):
+    """The newcomer's check on a machine without a GPU: the CPU path against the reference."""
+    import jax
+
+    from kvax.ops import create_attention_mask, flash_attention
+    from kvax.utils import FlashAttentionParamsConfig
+    from kvax_testing import check_attention, packed_batch
+
+    seq_len = (args.seq_lens or [512])[0]
+    pad = min(args.num_pad_tokens, seq_len // 4)
+    batch = packed_batch(0, batch=1, kv_len=seq_len, num_heads=min(args.heads, 8),
+                         num_kv_heads=min(args.kv_heads, 2), head_dim=min(args.head_dim, 64),
+                         dtype=args.dtype, num_docs=args.num_segments, pad_tokens=pad)
+    params = FlashAttentionParamsConfig(query_block_size=32, kv_block_size=32)
+    scale = batch.query.shape[-1] ** -0.5
+
+    def attention(q, k, v, *layout):
+        masks = create_attention_mask(*layout, fwd_params=params, bwd_params=params,
+                                      calc_bwd_mask=True)
+        return flash_attention(q, k, v, *layout, mask=masks, scale=scale)
+
+    print(f"No GPU ({jax.default_backend()}): running the pure-JAX path on a packed batch of "
+          f"{seq_len} tokens, {args.num_segments} documents, {pad} padding.")
+    masks = create_attention_mask(*batch.layout.arrays, fwd_params=params)
+    print(masks[0].format())
+    report = check_attention(jax.jit(attention), batch, scale=scale)
+    print("Checked against kvax-testing's float64 reference (error <= 2x the plain "
+          f"{args.dtype} computation's):")
+    print(report)
+    print("Peers cuDNN, Pallas GPU, FlexAttention and kvax 0.1.0 need a CUDA GPU: skipped.")
+    return report.ok
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    import jax
+
+    os.makedirs(args.out, exist_ok=True)
+    if jax.default_backend() != "gpu":
+        sys.exit(0 if run_cpu(args) else 1)
+    if args.mode.startswith("mha_cp"):
+        from tools_cp import run_cp  # context-parallel modes live beside kvax-dist's benchmark
+
+        results = run_cp(args)
+    else:
+        results = run_gpu(args)
+    meta = dict(date=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+                command=" ".join(sys.argv), device=jax.devices()[0].device_kind,
+                versions={m: __import__(m).__version__ for m in ("jax", "triton", "numpy")})
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump(dict(meta=meta, results=results), f, indent=1)
+    plot(results, args.out)
+
+
+if __name__ == "__main__":
+    main()

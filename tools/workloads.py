@@ -1,0 +1,83 @@
+"""Named packed-batch workloads shared by the benchmark, its peers and the tests.
+
+A workload is documents of random lengths filling a row, then padding; positions restart at 0 in
+each document. FLOPs are counted from the exact number of allowed (query, key) pairs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+PADDING_SEGMENT_ID = -1
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    seq_len: int
+    num_segments: int = 1
+    num_pad_tokens: int = 0
+    batch: int = 1
+    num_heads: int = 32
+    num_kv_heads: int = 8
+    head_dim: int = 128
+    dtype: str = "bfloat16"
+    seed: int = 0
+
+    @property
+    def name(self) -> str:
+        return (f"B{self.batch}-S{self.seq_len}-docs{self.num_segments}-pad{self.num_pad_tokens}"
+                f"-N{self.num_heads}-K{self.num_kv_heads}-H{self.head_dim}-{self.dtype}")
+
+    def layout(self) -> tuple[np.ndarray, np.ndarray]:
+        """(positions, segment_ids), int32 [B, S]."""
+        rng = np.random.default_rng(self.seed)
+        pos = np.zeros((self.batch, self.seq_len), np.int32)
+        seg = np.full((self.batch, self.seq_len), PADDING_SEGMENT_ID, np.int32)
+        real = self.seq_len - self.num_pad_tokens
+        if real <= 0:
+            raise ValueError(f"num_pad_tokens={self.num_pad_tokens} leaves no real tokens")
+        for b in range(self.batch):
+            if self.num_segments > 1:
+                cuts = np.sort(rng.choice(np.arange(1, real), self.num_segments - 1, replace=False))
+            else:
+                cuts = np.array([], np.int64)
+            bounds = np.concatenate([[0], cuts, [real]])
+            for d in range(self.num_segments):
+                lo, hi = bounds[d], bounds[d + 1]
+                seg[b, lo:hi] = d
+                pos[b, lo:hi] = np.arange(hi - lo)
+        return pos, seg
+
+    def allowed_pairs(self) -> int:
+        pos, seg = self.layout()
+        total = 0
+        for b in range(self.batch):
+            for d in np.unique(seg[b][seg[b] != PADDING_SEGMENT_ID]):
+                n = int(np.sum(seg[b] == d))
+                total += n * (n + 1) // 2  # causal within a document of sequential positions
+        return total
+
+    def flops(self, backward: bool) -> float:
+        """Useful FLOPs: 4 * N * H per allowed pair forward; forward+backward is 3.5x that."""
+        fwd = 4.0 * self.num_heads * self.head_dim * self.allowed_pairs()
+        return 3.5 * fwd if backward else fwd
+
+
+def inputs(w: Workload):
+    """Random query, key, value (numpy float32; cast on the device) and the layout."""
+    rng = np.random.default_rng(w.seed + 1)
+    q = rng.standard_normal((w.batch, w.seq_len, w.num_heads, w.head_dim), np.float32)
+    k = rng.standard_normal((w.batch, w.seq_len, w.num_kv_heads, w.head_dim), np.float32)
+    v = rng.standard_normal((w.batch, w.seq_len, w.num_kv_heads, w.head_dim), np.float32)
+    pos, seg = w.layout()
+    return q, k, v, pos, seg
+
+
+def sample_rows(w: Workload, count: int = 2048) -> np.ndarray:
+    """Indices (b, t) of real query rows where peers' outputs are compared with ours."""
+    _, seg = w.layout()
+    rows = np.argwhere(seg != PADDING_SEGMENT_ID)
+    rng = np.random.default_rng(w.seed + 2)
+    return rows[rng.choice(len(rows), min(count, len(rows)), replace=False)]
