@@ -16,12 +16,16 @@ from kvax_testing.batches import PackedBatch, PackedLayout
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
 
-def even_documents(seq_len, doc_len, pad):
+def documents(seq_len, doc_len, pad, first_doc_len=None):
+    """One long first document (if asked), then documents of doc_len, then padding."""
     real = seq_len - pad
     seg = np.full((1, seq_len), -1, np.int32)
     pos = np.zeros((1, seq_len), np.int32)
-    seg[0, :real] = np.arange(real) // doc_len
-    pos[0, :real] = np.arange(real) % doc_len
+    first = first_doc_len or 0
+    seg[0, :first], pos[0, :first] = 0, np.arange(first)
+    rest = np.arange(real - first)
+    seg[0, first:real] = 1 + rest // doc_len
+    pos[0, first:real] = rest % doc_len
     return pos, seg
 
 
@@ -56,8 +60,9 @@ def check_document(q, k, v, pos, seg, lo, hi, out, grads, cotangent, scale):
 
 @pytest.mark.parametrize("seq_len", [131072])
 def test_long_sequence(seq_len):
-    doc_len, pad = 16384, 3000
-    pos, seg = even_documents(seq_len, doc_len, pad)
+    # a 64k-token document, then 4k-token ones (checkable against the dense reference), padding
+    doc_len, pad, first = 4096, 3000, 65536
+    pos, seg = documents(seq_len, doc_len, pad, first_doc_len=first)
     q, k, v = random_qkv(1, seq_len, 8, 2, 128)
     scale = 128 ** -0.5
     masks = create_attention_mask(pos, seg, pos, seg, calc_bwd_mask=True)
@@ -67,7 +72,8 @@ def test_long_sequence(seq_len):
     cotangent = jax.random.normal(jax.random.key(9), out.shape, out.dtype)
     grads = vjp(cotangent)
     # the last full document: rows far into the sequence
-    lo = (seq_len - pad) // doc_len * doc_len - doc_len
+    lo = first + ((seq_len - pad - first) // doc_len - 1) * doc_len
+    assert lo > 100_000
     check_document(q, k, v, pos, seg, lo, lo + doc_len, out, grads, cotangent, scale)
     pad_rows = np.asarray(seg[0] == -1)
     assert np.all(np.asarray(out[0, pad_rows], np.float32) == 0)
@@ -78,7 +84,7 @@ def test_long_sequence(seq_len):
 def test_tensor_past_2_pow_31_elements():
     seq_len, n, h = 262144, 64, 128  # query: 2^31 elements
     doc_len = 2048
-    pos, seg = even_documents(seq_len, doc_len, pad=0)
+    pos, seg = documents(seq_len, doc_len, pad=0)
     q, k, v = random_qkv(2, seq_len, n, 8, h)
     assert q.size >= 2**31
     scale = h ** -0.5

@@ -235,7 +235,8 @@ def backward(q, k, v, q_pos, q_seg, kv_pos, kv_seg, out, lse, dout, dq_mask: Att
     b, t, n, h = q.shape
     s_len, num_kv, hv = k.shape[1], k.shape[2], v.shape[3]
     dout = dout.astype(q.dtype)
-    delta = jnp.einsum("btnd,btnd->bnt", dout.astype(jnp.float32), out.astype(jnp.float32))
+    # rowsum(dO * O) as a contraction: no float32 copy of either tensor is materialised
+    delta = jnp.einsum("btnd,btnd->bnt", dout, out, preferred_element_type=jnp.float32)
     delta = jnp.where(jnp.isfinite(lse), delta, 0.0)
     strides = (t * n * h, n * h, s_len * num_kv * h, num_kv * h, s_len * num_kv * hv, num_kv * hv,
                t * n * hv, n * hv)
