@@ -9,6 +9,6 @@ if ls .whl/kvax-0.1.0-*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/kvax010 .whl/kvax-0.1.0-*.whl || return 1
 fi
 export PYTHONPATH=/tmp/site:$PWD/packages/kvax-core/src:$PWD/packages/kvax-dist/src:$PWD/packages/kvax-testing/src:$PWD
-export HOME=/tmp TRITON_HOME=/tmp/th TRITON_CACHE_DIR=/tmp/tc TORCHINDUCTOR_CACHE_DIR=/tmp/ti
+export USER=${USER:-root} LOGNAME=${LOGNAME:-root} HOME=/tmp TRITON_HOME=/tmp/th TRITON_CACHE_DIR=/tmp/tc TORCHINDUCTOR_CACHE_DIR=/tmp/ti
 export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1
 mkdir -p /tmp/th /tmp/tc /tmp/ti

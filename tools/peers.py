@@ -109,12 +109,18 @@ def run_kvax010(w: Workload) -> dict:
     pos, seg = jnp.asarray(pos), jnp.asarray(seg)
     mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("data",))
     scale = w.head_dim ** -0.5
+    from kvax.utils.common import get_default_flash_attention_params
+
+    fwd_params = get_default_flash_attention_params(backward=False)
+    bwd_params = get_default_flash_attention_params(backward=True)  # its own default is dropped
     with mesh, attention_specs(("data", None, None, None), ("data", None, None, None)):
-        mask = create_attention_mask(pos, seg, pos, seg, calc_bwd_mask=True)
+        mask = create_attention_mask(pos, seg, pos, seg, fwd_params=fwd_params,
+                                     bwd_params=bwd_params, calc_bwd_mask=True)
 
         @jax.jit
         def fwd(q, k, v):
-            return flash_attention(q, k, v, pos, seg, pos, seg, mask, scale=scale)
+            return flash_attention(q, k, v, pos, seg, pos, seg, mask, scale=scale,
+                                   fwd_params=fwd_params, bwd_params=bwd_params)
 
         @jax.jit
         def fwdbwd(q, k, v, dout):

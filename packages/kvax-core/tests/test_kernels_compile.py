@@ -68,7 +68,13 @@ def test_kernel_compiles_and_fits_hopper(kind, dtype, h, hv):
     consts, stages = launch_constants(kind, dtype, h, hv, params)
     compiled = compile_for_hopper(KERNELS[kind], dtype, consts, params.num_warps, stages)
     assert 0 < compiled.metadata.shared <= H100_SHARED_BYTES
-    if dtype != "float32":  # 16-bit products run on the tensor cores (float32 is IEEE FMA)
+    dots = [line for line in compiled.asm["ttir"].splitlines() if "tt.dot" in line]
+    assert dots
+    if dtype != "float32":  # every product takes 16-bit operands: tensor cores, no promotion
+        elem = {"bfloat16": "xbf16>", "float16": "xf16>"}[dtype]
+        for line in dots:
+            operands = line.split(":")[-1].split("->")[0]
+            assert operands.count(elem) == 2, f"a product with promoted operands: {line.strip()}"
         assert "mma" in compiled.asm["ptx"]
 
 

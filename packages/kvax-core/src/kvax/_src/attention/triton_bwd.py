@@ -59,8 +59,7 @@ def _dkdv_visit(dk, dv, k, v, k_pos, k_seg, q_base, do_base, qpos_ptr, qseg_ptr,
 @triton.jit
 def _dkdv_kernel(
     Q, K, V, DO, LSE, DELTA, QPOS, QSEG, KPOS, KSEG, LO, HI, LF, UF,
-    T, S, R, NT, stride_qb, stride_qt, stride_kb, stride_kt, stride_vb, stride_vt,
-    stride_dob, stride_dot, qk_scale, scale,
+    T, S, R, NT, qk_scale, scale,
     DK, DV,
     N: tl.constexpr, G: tl.constexpr, KH: tl.constexpr, H: tl.constexpr, HV: tl.constexpr,
     BLOCK_H: tl.constexpr, BLOCK_HV: tl.constexpr, EVEN_H: tl.constexpr, EVEN_HV: tl.constexpr,
@@ -68,6 +67,11 @@ def _dkdv_kernel(
     COL_RATIO: tl.constexpr, SEQUENTIAL: tl.constexpr, PAD_ID: tl.constexpr,
     IEEE: tl.constexpr,
 ):
+    # Strides from the static shapes (see the forward kernel).
+    stride_qt = N * H
+    stride_kt = (N // G) * H
+    stride_vt = (N // G) * HV
+    stride_dot = N * HV
     pid_n = tl.program_id(0)
     pid_bk = tl.program_id(1)
     b = (pid_bk // KH).to(tl.int64)
@@ -88,8 +92,8 @@ def _dkdv_kernel(
     if SEQUENTIAL:
         k_pos = k_pos + kv_start.to(tl.int32)
     k_live = k_seg != PAD_ID
-    k_base = K + b * stride_kb + kv_start * stride_kt + kvh * H
-    v_base = V + b * stride_vb + kv_start * stride_vt + kvh * HV
+    k_base = K + b * S * stride_kt + kv_start * stride_kt + kvh * H
+    v_base = V + b * S * stride_vt + kv_start * stride_vt + kvh * HV
     k = tl.load(k_base + offs_n[:, None] * stride_kt + offs_h[None, :],
                 mask=k_live[:, None] & (offs_h[None, :] < H), other=0.0)  # [BLOCK_N, BLOCK_H]
     v = tl.load(v_base + offs_n[:, None] * stride_vt + offs_hv[None, :],
@@ -99,8 +103,8 @@ def _dkdv_kernel(
     dv = tl.zeros([BLOCK_N, BLOCK_HV], dtype=tl.float32)
     for g in range(G):  # the query heads that read this kv head
         n = kvh * G + g
-        q_base = Q + b * stride_qb + n * H
-        do_base = DO + b * stride_dob + n * HV
+        q_base = Q + b * T * stride_qt + n * H
+        do_base = DO + b * T * stride_dot + n * HV
         lse_ptr = LSE + (b * N + n) * T
         delta_ptr = DELTA + (b * N + n) * T
         qpos_ptr = QPOS + b * T
@@ -119,8 +123,8 @@ def _dkdv_kernel(
                              SEQUENTIAL, PAD_ID, IEEE)
 
     kv_rows = (kv_start + offs_n) < S
-    dk_base = DK + b * stride_kb + kv_start * stride_kt + kvh * H
-    dv_base = DV + b * stride_vb + kv_start * stride_vt + kvh * HV
+    dk_base = DK + b * S * stride_kt + kv_start * stride_kt + kvh * H
+    dv_base = DV + b * S * stride_vt + kv_start * stride_vt + kvh * HV
     tl.store(dk_base + offs_n[:, None] * stride_kt + offs_h[None, :],
              (dk * scale).to(DK.dtype.element_ty), mask=kv_rows[:, None] & (offs_h[None, :] < H))
     tl.store(dv_base + offs_n[:, None] * stride_vt + offs_hv[None, :], dv.to(DV.dtype.element_ty),
@@ -167,8 +171,7 @@ def _dq_visit(dq, q, do, lse, delta, q_pos, q_seg, k_base, v_base, kpos_ptr, kse
 @triton.jit
 def _dq_kernel(
     Q, K, V, DO, LSE, DELTA, QPOS, QSEG, KPOS, KSEG, LO, HI, LF, UF,
-    T, S, R, NT, stride_qb, stride_qt, stride_kb, stride_kt, stride_vb, stride_vt,
-    stride_dob, stride_dot, qk_scale, scale,
+    T, S, R, NT, qk_scale, scale,
     DQ,
     N: tl.constexpr, G: tl.constexpr, H: tl.constexpr, HV: tl.constexpr,
     BLOCK_H: tl.constexpr, BLOCK_HV: tl.constexpr, EVEN_H: tl.constexpr, EVEN_HV: tl.constexpr,
@@ -176,6 +179,11 @@ def _dq_kernel(
     COL_RATIO: tl.constexpr, SEQUENTIAL: tl.constexpr, PAD_ID: tl.constexpr,
     IEEE: tl.constexpr,
 ):
+    # Strides from the static shapes (see the forward kernel).
+    stride_qt = N * H
+    stride_kt = (N // G) * H
+    stride_vt = (N // G) * HV
+    stride_dot = N * HV
     pid_m = NT - 1 - tl.program_id(0)
     pid_bn = tl.program_id(1)
     b = (pid_bn // N).to(tl.int64)
@@ -197,8 +205,8 @@ def _dq_kernel(
     if SEQUENTIAL:
         q_pos = q_pos + q_start.to(tl.int32)
     q_live = q_seg != PAD_ID
-    q_base = Q + b * stride_qb + q_start * stride_qt + n * H
-    do_base = DO + b * stride_dob + q_start * stride_dot + n * HV
+    q_base = Q + b * T * stride_qt + q_start * stride_qt + n * H
+    do_base = DO + b * T * stride_dot + q_start * stride_dot + n * HV
     q = tl.load(q_base + offs_m[:, None] * stride_qt + offs_h[None, :],
                 mask=q_live[:, None] & (offs_h[None, :] < H), other=0.0)  # [BLOCK_M, BLOCK_H]
     do = tl.load(do_base + offs_m[:, None] * stride_dot + offs_hv[None, :],
@@ -206,8 +214,8 @@ def _dq_kernel(
     lse = tl.load(LSE + (b * N + n) * T + q_start + offs_m, mask=q_live, other=float("inf"))
     delta = tl.load(DELTA + (b * N + n) * T + q_start + offs_m, mask=q_live, other=0.0)
 
-    k_base = K + b * stride_kb + kvh * H
-    v_base = V + b * stride_vb + kvh * HV
+    k_base = K + b * S * stride_kt + kvh * H
+    v_base = V + b * S * stride_vt + kvh * HV
     kpos_ptr = KPOS + b * S
     kseg_ptr = KSEG + b * S
     dq = tl.zeros([BLOCK_M, BLOCK_H], dtype=tl.float32)
@@ -220,7 +228,7 @@ def _dq_kernel(
     dq = _dq_visit(dq, q, do, lse, delta, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_ptr, uf,
                    hi, S, stride_kt, stride_vt, qk_scale, offs_n, offs_h, offs_hv, H, HV, EVEN_H,
                    EVEN_HV, BLOCK_N, True, SEQUENTIAL, PAD_ID, IEEE)
-    dq_base = DQ + b * stride_qb + q_start * stride_qt + n * H
+    dq_base = DQ + b * T * stride_qt + q_start * stride_qt + n * H
     tl.store(dq_base + offs_m[:, None] * stride_qt + offs_h[None, :],
              (dq * scale).to(DQ.dtype.element_ty),
              mask=((q_start + offs_m) < T)[:, None] & (offs_h[None, :] < H))
@@ -238,9 +246,7 @@ def backward(q, k, v, q_pos, q_seg, kv_pos, kv_seg, out, lse, dout, dq_mask: Att
     # rowsum(dO * O) as a contraction: no float32 copy of either tensor is materialised
     delta = jnp.einsum("btnd,btnd->bnt", dout, out, preferred_element_type=jnp.float32)
     delta = jnp.where(jnp.isfinite(lse), delta, 0.0)
-    strides = (t * n * h, n * h, s_len * num_kv * h, num_kv * h, s_len * num_kv * hv, num_kv * hv,
-               t * n * hv, n * hv)
-    scalars = (*strides, np.float32(scale * tc.LOG2E), np.float32(scale))
+    scalars = (np.float32(scale * tc.LOG2E), np.float32(scale))
     consts = tc.common_constants(q.dtype, h, hv, sequential)
     common = (q, k, v, dout, lse, delta, q_pos, q_seg, kv_pos, kv_seg)
 

@@ -59,8 +59,7 @@ def _fwd_visit(acc, m_i, l_i, q, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_pt
 @triton.jit
 def _fwd_kernel(
     Q, K, V, QPOS, QSEG, KPOS, KSEG, LO, HI, LF, UF,
-    T, S, R, NT, stride_qb, stride_qt, stride_kb, stride_kt, stride_vb, stride_vt,
-    stride_ob, stride_ot, qk_scale,
+    T, S, R, NT, qk_scale,
     O, LSE,
     N: tl.constexpr, G: tl.constexpr, H: tl.constexpr, HV: tl.constexpr,
     BLOCK_H: tl.constexpr, BLOCK_HV: tl.constexpr, EVEN_H: tl.constexpr, EVEN_HV: tl.constexpr,
@@ -68,6 +67,12 @@ def _fwd_kernel(
     COL_RATIO: tl.constexpr, SEQUENTIAL: tl.constexpr, PAD_ID: tl.constexpr,
     IEEE: tl.constexpr,
 ):
+    # Strides from the static shapes, so Triton knows their divisibility and vectorises the loads
+    # (jax-triton passes integer scalars without divisibility hints).
+    stride_qt = N * H
+    stride_kt = (N // G) * H
+    stride_vt = (N // G) * HV
+    stride_ot = N * HV
     pid_m = NT - 1 - tl.program_id(0)  # heavier (later) query blocks first
     pid_bn = tl.program_id(1)
     b = (pid_bn // N).to(tl.int64)
@@ -86,17 +91,17 @@ def _fwd_kernel(
     offs_hv = tl.arange(0, BLOCK_HV)
     q_rows = (q_start + offs_m) < T
 
-    q_base = Q + b * stride_qb + q_start * stride_qt + n * H
-    q = tl.load(q_base + offs_m[:, None] * stride_qt + offs_h[None, :],
-                mask=q_rows[:, None] & (offs_h[None, :] < H), other=0.0)  # [BLOCK_M, BLOCK_H]
     q_pos, q_seg = tc.load_layout(QPOS + b * T + q_start, QSEG + b * T + q_start, offs_m,
                                   T - q_start, SEQUENTIAL, PAD_ID)
     if SEQUENTIAL:
         q_pos = q_pos + q_start.to(tl.int32)
-    q = tl.where((q_seg != PAD_ID)[:, None], q, 0.0)  # NaN in padding rows stays there
+    q_live = q_seg != PAD_ID  # out-of-range rows read as padding; NaN in padding rows stays out
+    q_base = Q + b * T * stride_qt + q_start * stride_qt + n * H
+    q = tl.load(q_base + offs_m[:, None] * stride_qt + offs_h[None, :],
+                mask=q_live[:, None] & (offs_h[None, :] < H), other=0.0)  # [BLOCK_M, BLOCK_H]
 
-    k_base = K + b * stride_kb + kvh * H
-    v_base = V + b * stride_vb + kvh * HV
+    k_base = K + b * S * stride_kt + kvh * H
+    v_base = V + b * S * stride_vt + kvh * HV
     kpos_ptr = KPOS + b * S
     kseg_ptr = KSEG + b * S
 
@@ -120,7 +125,7 @@ def _fwd_kernel(
     out = acc / tl.where(live, l_i, 1.0)[:, None]
     out = tl.where(live[:, None], out, 0.0)
     lse = tl.where(live, m_i + tl.math.log2(tl.where(live, l_i, 1.0)), float("inf"))
-    o_base = O + b * stride_ob + q_start * stride_ot + n * HV
+    o_base = O + b * T * stride_ot + q_start * stride_ot + n * HV
     tl.store(o_base + offs_m[:, None] * stride_ot + offs_hv[None, :], out.to(O.dtype.element_ty),
              mask=q_rows[:, None] & (offs_hv[None, :] < HV))
     lse_base = LSE + (b * N + n) * T + q_start
@@ -138,8 +143,7 @@ def forward(q, k, v, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *, scale
     out_shapes = [tc.shape_dtype((b, t, n, hv), q.dtype), tc.shape_dtype((b, n, t), "float32")]
     out, lse = tc.launch(
         _fwd_kernel, q, k, v, q_pos, q_seg, kv_pos, kv_seg, *mask.flatten(),
-        t, s_len, r, num_tiles, t * n * h, n * h, s_len * num_kv * h, num_kv * h,
-        s_len * num_kv * hv, num_kv * hv, t * n * hv, n * hv, np.float32(scale * tc.LOG2E),
+        t, s_len, r, num_tiles, np.float32(scale * tc.LOG2E),
         out_shape=out_shapes, grid=(num_tiles, b * n), name="kvax_fwd",
         num_warps=params.num_warps, num_stages=tiles["num_stages"], debug=debug,
         N=n, G=n // num_kv, BLOCK_M=tiles["BLOCK_M_TILE"], BLOCK_N=tiles["BLOCK_N_TILE"],
