@@ -34,8 +34,11 @@ def set_fake_cpu_devices(count: int) -> None:
     jax.config.update("jax_num_cpu_devices", count)
 
 
-def fake_mesh(shape: Sequence[int], axis_names: Sequence[str]) -> jax.sharding.Mesh:
-    """A mesh of CPU devices of the given shape, e.g. fake_mesh((2, 4), ("data", "context"))."""
+def fake_mesh(shape: Sequence[int], axis_names: Sequence[str], *, explicit: bool = False
+              ) -> jax.sharding.Mesh:
+    """A mesh of CPU devices of the given shape, e.g. fake_mesh((2, 4), ("data", "context")).
+
+    Axes are Auto (as jax.sharding.Mesh makes them) unless explicit=True."""
     if len(shape) != len(axis_names):
         raise ValueError(f"shape {tuple(shape)} and axis_names {tuple(axis_names)} differ in rank")
     need = math.prod(shape)
@@ -45,4 +48,6 @@ def fake_mesh(shape: Sequence[int], axis_names: Sequence[str]) -> jax.sharding.M
             f"a mesh of shape {tuple(shape)} needs {need} CPU devices, JAX has {len(devices)}; "
             "set kvax_fake_devices (pytest ini or --kvax-fake-devices) or call set_fake_cpu_devices"
         )
-    return jax.make_mesh(tuple(shape), tuple(axis_names), devices=devices[:need])
+    kind = jax.sharding.AxisType.Explicit if explicit else jax.sharding.AxisType.Auto
+    return jax.make_mesh(tuple(shape), tuple(axis_names), devices=devices[:need],
+                         axis_types=(kind,) * len(shape))

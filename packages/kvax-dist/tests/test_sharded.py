@@ -1,0 +1,144 @@
+"""Every sharded layout equals the single-device result, outputs and gradients, on a fake 8-device
+CPU mesh (kvax-testing's plugin sets the devices). On GPUs the same tests run through the kernels."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from kvax.ops import create_attention_mask, flash_attention
+from kvax.utils import (
+    FlashAttentionParamsConfig,
+    attention_specs,
+    permute_tokens_context_parallelism,
+    unpermute_tokens_context_parallelism,
+)
+from kvax_testing import packed_batch
+
+P16 = FlashAttentionParamsConfig(query_block_size=16, kv_block_size=16)
+
+LAYOUTS = {
+    # name: (mesh shape, axis names, query_specs, kv_specs, (N, K))
+    "dp8": ((8,), ("data",), ("data", None, None, None), ("data", None, None, None), (4, 2)),
+    "cp8": ((8,), ("context",), (None, "context", None, None), (None, None, None, None), (4, 2)),
+    "dp2xcp4": ((2, 4), ("data", "context"), ("data", "context", None, None),
+                ("data", None, None, None), (4, 2)),
+    "dp2xtp4": ((2, 4), ("data", "model"), ("data", None, "model", None),
+                ("data", None, "model", None), (8, 4)),
+    "dp2xtp4-kv-replicated": ((2, 4), ("data", "model"), ("data", None, "model", None),
+                              ("data", None, None, None), (8, 2)),
+    "hsdp2x2xcp2": ((2, 2, 2), ("dp", "fsdp", "context"), (("dp", "fsdp"), "context", None, None),
+                    (("dp", "fsdp"), None, None, None), (4, 1)),
+}
+
+
+def run(layout, batch, permute, use_mask=True, mesh=None, fake_mesh=None):
+    """The original README's usage; the legacy `with mesh:` unless a mesh is set outside."""
+    shape, names, q_specs, kv_specs, _ = LAYOUTS[layout]
+    legacy = mesh is None
+    mesh = fake_mesh(shape, names) if legacy else mesh
+    qp, qs, kp, ks = (jnp.asarray(a) for a in batch.layout.arrays)
+
+    def sharded(q, k, v):
+        import contextlib
+
+        with (mesh if legacy else contextlib.nullcontext()), \
+                attention_specs(query_specs=q_specs, kv_specs=kv_specs):
+            if permute:
+                q, k, v, qp_, qs_ = permute_tokens_context_parallelism((q, k, v, qp, qs))
+            else:
+                qp_, qs_ = qp, qs
+            masks = (create_attention_mask(qp_, qs_, kp, ks, fwd_params=P16, bwd_params=P16,
+                                           calc_bwd_mask=True) if use_mask else None)
+            out = flash_attention(q, k, v, qp_, qs_, kp, ks, mask=masks, scale=0.3,
+                                  fwd_params=P16, bwd_params=P16,
+                                  permute_tokens_for_load_balance=permute)
+            return unpermute_tokens_context_parallelism(out) if permute else out
+
+    return jax.jit(sharded)
+
+
+def single(batch):
+    layout = [jnp.asarray(a) for a in batch.layout.arrays]
+
+    def fn(q, k, v):
+        return flash_attention(q, k, v, *layout, scale=0.3, fwd_params=P16, bwd_params=P16)
+    return fn
+
+
+def assert_same(batch, sharded_fn):
+    q, k, v = (jnp.asarray(x) for x in (batch.query, batch.key, batch.value))
+    want, want_vjp = jax.vjp(single(batch), q, k, v)
+    got, got_vjp = jax.vjp(sharded_fn, q, k, v)
+    cot = jnp.asarray(np.random.default_rng(1).standard_normal(want.shape), want.dtype)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=2e-5, rtol=2e-5)
+    for name, a, b in zip("qkv", got_vjp(cot), want_vjp(cot)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=5e-5, rtol=5e-5,
+                                   err_msg=f"d{name}")
+
+
+# permutation applies to context-parallel layouts only
+CASES = [(name, False) for name in LAYOUTS] + [
+    (name, True) for name, spec in LAYOUTS.items() if spec[2][1] is not None]
+
+
+@pytest.mark.parametrize("layout,permute", CASES,
+                         ids=[f"{n}-{'permuted' if p else 'in-order'}" for n, p in CASES])
+def test_layout_equals_single_device(layout, permute, fake_mesh):
+    shape, names, q_specs, _, (n, k) = LAYOUTS[layout]
+    batch = packed_batch(hash((layout, permute)) % 1000, batch=8 if "dp" in layout else 2,
+                         kv_len=128, num_heads=n, num_kv_heads=k, head_dim=16,
+                         num_docs=(2, 5), pad_tokens=(0, 30), dtype="float32",
+                         poison_padding=False)
+    assert_same(batch, run(layout, batch, permute, fake_mesh=fake_mesh))
+
+
+def test_set_mesh_and_mask_built_inside(fake_mesh):
+    batch = packed_batch(5, batch=2, kv_len=96, num_heads=4, num_kv_heads=2, head_dim=16,
+                         num_docs=3, pad_tokens=9, dtype="float32")
+    mesh = fake_mesh((2, 4), ("data", "context"))
+    with jax.set_mesh(mesh):
+        assert_same(batch, run("dp2xcp4", batch, permute=True, use_mask=False, mesh=mesh))
+
+
+def test_errors_before_lowering(fake_mesh):
+    batch = packed_batch(6, batch=2, kv_len=96, num_heads=4, num_kv_heads=2, head_dim=16)
+    q, k, v = (jnp.asarray(x) for x in (batch.query, batch.key, batch.value))
+    layout = [jnp.asarray(a) for a in batch.layout.arrays]
+    mesh = fake_mesh((2, 4), ("data", "context"))
+    with pytest.raises(ValueError, match="no attention specs"):
+        flash_attention(q, k, v, *layout, mesh=mesh)
+    with pytest.raises(ValueError, match="must have 4 entries"):
+        with attention_specs(("data", "context"), ("data", None, None, None)):
+            pass
+    with pytest.raises(ValueError, match="shard batch alike"):
+        with attention_specs(("data", None, None, None), (None, None, None, None)):
+            pass
+    with pytest.raises(NotImplementedError, match="key/value sequence"):
+        with attention_specs(("data", "context", None, None), ("data", "context", None, None)):
+            pass
+    with attention_specs(("data", "nope", None, None), ("data", None, None, None)):
+        with pytest.raises(ValueError, match="names mesh axis 'nope'"):
+            flash_attention(q, k, v, *layout, mesh=mesh)
+        with pytest.raises(ValueError, match="no mesh"):
+            flash_attention(q, k, v, *layout)
+    with attention_specs(("data", "context", None, None), ("data", None, None, None)):
+        with pytest.raises(ValueError, match="divisible by 2 x context size"):
+            flash_attention(q[:, :60], k[:, :60], v[:, :60], *(a[:, :60] for a in layout),
+                            mesh=mesh)
+        with pytest.raises(ValueError, match="divisible by 2 x context size"):
+            permute_tokens_context_parallelism(q[:, :60], mesh=mesh)
+    with attention_specs((None, None, "context", None), (None, None, "context", None)):
+        with pytest.raises(ValueError, match="query heads 4 must be divisible|kv heads 2 must be"):
+            flash_attention(q, k, v, *layout, mesh=fake_mesh((8,), ("context",)))
+
+
+def test_permutation_round_trip_and_balance(fake_mesh):
+    mesh = fake_mesh((4,), ("context",))
+    x = jnp.arange(2 * 16).reshape(2, 16)
+    with attention_specs((None, "context", None, None), (None, None, None, None)):
+        perm = permute_tokens_context_parallelism(x, mesh=mesh)
+        np.testing.assert_array_equal(perm[0, :4], [0, 1, 14, 15])  # shard 0: chunks 0 and 7
+        a, b = unpermute_tokens_context_parallelism((perm, perm + 1), mesh=mesh)
+    np.testing.assert_array_equal(a, x)
+    np.testing.assert_array_equal(b, x + 1)
