@@ -88,6 +88,8 @@ def check_head_dims_supported(query, value) -> None:
 
 def check_scale(scale) -> float:
     try:
+        if isinstance(scale, (str, bytes)):
+            raise TypeError("a string")
         value = float(scale)
     except Exception as err:  # a tracer, an array of several elements, a string
         raise ValueError(f"scale must be a static, finite Python number, got {scale!r}") from err

@@ -1,0 +1,97 @@
+"""Every bad input raises a clear error naming the argument, before anything is built or launched."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from kvax.ops import create_attention_mask, flash_attention
+from kvax.utils import FlashAttentionParamsConfig
+
+B, T, S, N, K, H = 2, 40, 48, 4, 2, 16
+P16 = FlashAttentionParamsConfig(query_block_size=16, kv_block_size=16)
+
+
+def args(**over):
+    a = dict(
+        query=jnp.ones((B, T, N, H), jnp.bfloat16), key=jnp.ones((B, S, K, H), jnp.bfloat16),
+        value=jnp.ones((B, S, K, H), jnp.bfloat16),
+        query_positions=jnp.zeros((B, T), jnp.int32), query_segment_ids=jnp.zeros((B, T), jnp.int32),
+        kv_positions=jnp.zeros((B, S), jnp.int32), kv_segment_ids=jnp.zeros((B, S), jnp.int32),
+    )
+    a.update(over)
+    return a
+
+
+BAD = [
+    (dict(query=jnp.ones((B, T, N), jnp.bfloat16)), ValueError, r"query must have rank 4.*\(2, 40, 4\)"),
+    (dict(key=jnp.ones((B, S, K, H), jnp.float32)), ValueError, "share one dtype.*key=float32"),
+    (dict(query=jnp.ones((B, T, N, H), jnp.int32)), ValueError, "query dtype must be one of"),
+    (dict(query=jnp.ones((B, T, 3, H), jnp.bfloat16)), ValueError, r"N % K == 0.*N=3, K=2"),
+    (dict(key=jnp.ones((B, S, K, 8), jnp.bfloat16)), ValueError, "key head_dim must equal query head_dim 16"),
+    (dict(value=jnp.ones((B, S + 1, K, H), jnp.bfloat16)), ValueError, "key and value lengths differ"),
+    (dict(key=jnp.ones((1, S, K, H), jnp.bfloat16), value=jnp.ones((1, S, K, H), jnp.bfloat16)),
+     ValueError, "batch size differs: query 2, key 1"),
+    (dict(query_positions=jnp.zeros((B, T + 1), jnp.int32)), ValueError,
+     r"query_positions must have shape \(2, 40\).*got \(2, 41\)"),
+    (dict(kv_segment_ids=jnp.zeros((B, S), jnp.float32)), ValueError,
+     "kv_segment_ids must be an integer array.*float32"),
+    (dict(query_segment_ids=jnp.zeros((B,), jnp.int32)), ValueError,
+     r"query_segment_ids must have shape \(batch, seq_len\), got shape \(2,\)"),
+]
+
+
+@pytest.mark.parametrize("over,err,match", BAD, ids=[m.split(" ")[0] for _, _, m in BAD])
+def test_bad_inputs(over, err, match):
+    with pytest.raises(err, match=match):
+        flash_attention(**args(**over))
+
+
+@pytest.mark.parametrize("scale", [float("nan"), float("inf"), "0.1", jnp.ones(3)])
+def test_scale_must_be_finite_static(scale):
+    with pytest.raises(ValueError, match="scale must be"):
+        flash_attention(**args(), scale=scale)
+
+
+def test_mask_built_for_other_call():
+    a = args()
+    masks = create_attention_mask(a["query_positions"], a["query_segment_ids"], a["kv_positions"],
+                                  a["kv_segment_ids"], fwd_params=P16)
+    other = FlashAttentionParamsConfig(query_block_size=32, kv_block_size=16)
+    with pytest.raises(ValueError, match=r"built with fwd_params .* \(16, 16\), but the call uses \(32, 16\)"):
+        flash_attention(**a, mask=masks, fwd_params=other)
+    short = args(query=jnp.ones((B, T - 8, N, H), jnp.bfloat16),
+                 query_positions=jnp.zeros((B, T - 8), jnp.int32),
+                 query_segment_ids=jnp.zeros((B, T - 8), jnp.int32))
+    with pytest.raises(ValueError, match="built for query_len=40, kv_len=48, but the call has query_len=32"):
+        flash_attention(**short, mask=masks)
+    with pytest.raises(ValueError, match="mask must be what create_attention_mask returned"):
+        flash_attention(**a, mask=(np.zeros(3),))
+
+
+def test_unsupported_cases():
+    with pytest.raises(NotImplementedError, match="bias is not supported"):
+        flash_attention(**args(), bias=jnp.zeros((B, N, T, S)))
+    with pytest.raises(NotImplementedError, match="backend='triton' needs a CUDA GPU"):
+        flash_attention(**args(), backend="triton")
+    with pytest.raises(ValueError, match="backend must be one of"):
+        flash_attention(**args(), backend="cuda")
+    with pytest.raises(ValueError, match="query_block_size must be one of"):
+        FlashAttentionParamsConfig(query_block_size=48)
+    with pytest.raises(ValueError, match="fwd_params must be a FlashAttentionParamsConfig"):
+        flash_attention(**args(), fwd_params={"query_block_size": 64})
+
+
+def test_head_dim_limit_message():
+    from kvax._src.attention import validate
+
+    with pytest.raises(NotImplementedError, match="head_dim up to 256.*backend='xla'"):
+        validate.check_head_dims_supported(jnp.ones((1, 1, 1, 320)), jnp.ones((1, 1, 1, 64)))
+
+
+def test_imports_without_gpu_and_dist_helpers():
+    import kvax
+    from kvax.utils import PADDING_SEGMENT_ID, attention_specs  # via kvax-dist
+    from kvax_testing import PADDING_SEGMENT_ID as REF_PAD
+
+    assert PADDING_SEGMENT_ID == REF_PAD == -1
+    assert callable(attention_specs) and kvax.__version__
