@@ -11,4 +11,5 @@ fi
 export PYTHONPATH=/tmp/site:$PWD/packages/kvax-core/src:$PWD/packages/kvax-dist/src:$PWD/packages/kvax-testing/src:$PWD
 export USER=${USER:-root} LOGNAME=${LOGNAME:-root} HOME=/tmp TRITON_HOME=/tmp/th TRITON_CACHE_DIR=/tmp/tc TORCHINDUCTOR_CACHE_DIR=/tmp/ti
 export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1
+export TORCHINDUCTOR_COMPILE_THREADS=1  # inductor's worker pool lost the Triton cache dir here
 mkdir -p /tmp/th /tmp/tc /tmp/ti
