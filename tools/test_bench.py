@@ -1,0 +1,40 @@
+"""The benchmark's CPU paths run and check what they print (timings are never asserted)."""
+
+import re
+
+import jax
+import pytest
+
+import bench
+
+
+def test_cpu_main_job_checks_against_reference(tmp_path, capsys):
+    ok = bench.run_cpu(bench.parse_args(["mha_bwd", "--seq-lens", "192", "--num-segments", "3",
+                                         "--num-pad-tokens", "20", "--out", str(tmp_path)]))
+    out = capsys.readouterr().out
+    assert ok
+    assert "fwd mask, batch row 0" in out and "██" in out
+    for name in ("out", "dq", "dk", "dv"):
+        assert re.search(rf"^ok\s+{name}: error", out, re.M), name
+    assert "need a CUDA GPU: skipped" in out
+
+
+def test_context_parallel_mode_on_fake_devices(tmp_path, capsys):
+    args = bench.parse_args(["mha_cp_bwd", "--seq-lens", "256", "--num-segments", "2",
+                             "--num-pad-tokens", "16", "--heads", "4", "--kv-heads", "2",
+                             "--head-dim", "16", "--dtype", "float32", "--repeats", "1",
+                             "--out", str(tmp_path)])
+    results = bench.run_cp(args, devices=jax.devices("cpu")[:4])
+    (res,) = results
+    assert res["devices"] == 4 and res["permuted"]
+    assert len(res["visited_blocks_per_shard"]) == 4
+    assert res["rows"][0]["fwd_ms"] > 0 and res["rows"][0]["fwdbwd_ms"] > 0
+    assert "context parallel over 4 devices" in capsys.readouterr().out
+
+
+def test_workload_flops_count_allowed_pairs():
+    from workloads import Workload
+
+    w = Workload(10, num_segments=1, num_pad_tokens=2, num_heads=1, num_kv_heads=1, head_dim=1)
+    assert w.allowed_pairs() == 8 * 9 // 2
+    assert w.flops(False) == 4 * 36 and w.flops(True) == 3.5 * 4 * 36
