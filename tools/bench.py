@@ -298,9 +298,12 @@ def plot(results, out_dir):
             xs, ys = zip(*sorted(pts))
             ax.plot(xs, ys, marker="o", label=impl)
         w = results[0]["workload"]
+        docs = sorted({(r["workload"]["seq_len"], r["workload"]["num_segments"],
+                        r["workload"]["num_pad_tokens"]) for r in results})
         ax.set(xscale="log", xlabel="sequence length (tokens)", ylabel="TFLOP/s (useful pairs)",
-               title=f"{title}: {w['num_segments']} documents + {w['num_pad_tokens']} padding, "
-                     f"N={w['num_heads']}, K={w['num_kv_heads']}, H={w['head_dim']}")
+               title=f"{title}, N={w['num_heads']}, K={w['num_kv_heads']}, H={w['head_dim']}, "
+                     f"{w['dtype']}\n(length, documents, padding): "
+                     + ", ".join(str(d) for d in docs))
         ax.grid(alpha=0.3)
         ax.legend()
         path = os.path.join(out_dir, f"{key.split('_')[0]}.png")

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import BACKENDS, SMALL
+from kvax_core_cases import BACKENDS, SMALL
 
 from kvax.ops import create_attention_mask, flash_attention
 from kvax.utils import FlashAttentionParamsConfig

@@ -77,10 +77,7 @@ def _dkdv_kernel(
     b = (pid_bk // KH).to(tl.int64)
     kvh = pid_bk % KH
     row = b * R + pid_n // ROW_RATIO  # tiles split mask blocks ROW_RATIO ways
-    lo = tl.load(LO + row) * COL_RATIO
-    hi = tl.load(HI + row) * COL_RATIO
-    lf = tl.load(LF + row) * COL_RATIO
-    uf = tl.load(UF + row) * COL_RATIO
+    lo, hi, lf, uf = tc.load_bounds(LO, HI, LF, UF, row, COL_RATIO)
 
     kv_start = pid_n.to(tl.int64) * BLOCK_N
     offs_m = tl.arange(0, BLOCK_M)
@@ -190,10 +187,7 @@ def _dq_kernel(
     n = pid_bn % N
     kvh = n // G
     row = b * R + pid_m // ROW_RATIO  # tiles split mask blocks ROW_RATIO ways
-    lo = tl.load(LO + row) * COL_RATIO
-    hi = tl.load(HI + row) * COL_RATIO
-    lf = tl.load(LF + row) * COL_RATIO
-    uf = tl.load(UF + row) * COL_RATIO
+    lo, hi, lf, uf = tc.load_bounds(LO, HI, LF, UF, row, COL_RATIO)
 
     q_start = pid_m.to(tl.int64) * BLOCK_M
     offs_m = tl.arange(0, BLOCK_M)

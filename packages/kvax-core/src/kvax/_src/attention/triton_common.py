@@ -35,6 +35,16 @@ def load_layout(pos_ptr, seg_ptr, offs, length, SEQUENTIAL: tl.constexpr, PAD_ID
 
 
 @triton.jit
+def load_bounds(LO, HI, LF, UF, row, COL_RATIO: tl.constexpr):
+    """One row's block-mask bounds (lower, upper, lower_full, upper_full), in kernel tiles."""
+    lo = tl.load(LO + row) * COL_RATIO
+    hi = tl.load(HI + row) * COL_RATIO
+    lf = tl.load(LF + row) * COL_RATIO
+    uf = tl.load(UF + row) * COL_RATIO
+    return lo, hi, lf, uf
+
+
+@triton.jit
 def element_mask(q_pos, q_seg, k_pos, k_seg, PAD_ID: tl.constexpr):
     """[BLOCK_Q] x [BLOCK_K] -> [BLOCK_Q, BLOCK_K]: same document, not padding, causal."""
     same = q_seg[:, None] == k_seg[None, :]
