@@ -15,7 +15,8 @@ from kvax._src.attention.api import create_attention_mask_local, flash_attention
 from kvax._src.attention.mask import AttentionMask
 from kvax._src.attention import validate
 from kvax_dist import permutation
-from kvax_dist.specs import AttentionSpecs, axis_size, check_axes, get_attention_specs, resolve_mesh
+from kvax_dist.specs import (AttentionSpecs, axis_size, check_axes, get_attention_specs,
+                             mesh_axes, resolve_mesh)
 
 
 def _setup(mesh):
@@ -87,8 +88,7 @@ def flash_attention(query, key, value, query_positions, query_segment_ids, kv_po
     _check_divisible("batch size", b, dp, "the batch mesh axes' size")
     _check_divisible("query heads", n, tp_q, "the query head axes' size")
     _check_divisible("kv heads", k_heads, tp_kv, "the kv head axes' size")
-    if tp_kv > 1 and tuple(permutation_axes(specs.kv_specs[2])) != tuple(
-            permutation_axes(specs.query_specs[2])):
+    if tp_kv > 1 and mesh_axes(specs.kv_specs[2]) != mesh_axes(specs.query_specs[2]):
         raise ValueError(f"kv heads sharded over {specs.kv_specs[2]!r} but query heads over "
                          f"{specs.query_specs[2]!r}: shard both over the same axes")
     group = n // k_heads
@@ -136,9 +136,3 @@ def flash_attention(query, key, value, query_positions, query_segment_ids, kv_po
                             out_specs=q_spec, check_vma=False)
     return sharded(query, key, value, query_positions, query_segment_ids, kv_positions,
                    kv_segment_ids, masks)
-
-
-def permutation_axes(entry):
-    if entry is None:
-        return ()
-    return tuple(entry) if isinstance(entry, (tuple, list)) else (entry,)

@@ -40,7 +40,7 @@ def _stack() -> list[AttentionSpecs]:
     return _state.stack
 
 
-def _axes(entry) -> tuple[str, ...]:
+def mesh_axes(entry) -> tuple[str, ...]:
     if entry is None:
         return ()
     return tuple(entry) if isinstance(entry, (tuple, list)) else (entry,)
@@ -52,10 +52,10 @@ def validate_specs(query_specs: Sequence, kv_specs: Sequence) -> AttentionSpecs:
             raise ValueError(f"{name} must have 4 entries (batch, sequence, heads, head_dim), "
                              f"got {spec!r}")
     query_specs, kv_specs = tuple(query_specs), tuple(kv_specs)
-    if _axes(query_specs[0]) != _axes(kv_specs[0]):
+    if mesh_axes(query_specs[0]) != mesh_axes(kv_specs[0]):
         raise ValueError(f"query_specs and kv_specs must shard batch alike, got "
                          f"{query_specs[0]!r} and {kv_specs[0]!r}")
-    if _axes(query_specs[3]) != _axes(kv_specs[3]):
+    if mesh_axes(query_specs[3]) != mesh_axes(kv_specs[3]):
         raise ValueError(f"query_specs and kv_specs must shard head_dim alike, got "
                          f"{query_specs[3]!r} and {kv_specs[3]!r}")
     if query_specs[3] is not None:
@@ -112,7 +112,7 @@ def resolve_mesh(mesh=None) -> jax.sharding.Mesh:
 
 def axis_size(mesh: jax.sharding.Mesh, entry) -> int:
     size = 1
-    for axis in _axes(entry):
+    for axis in mesh_axes(entry):
         size *= mesh.shape[axis]
     return size
 
@@ -120,7 +120,7 @@ def axis_size(mesh: jax.sharding.Mesh, entry) -> int:
 def check_axes(mesh: jax.sharding.Mesh, specs: AttentionSpecs) -> None:
     for name, spec in (("query_specs", specs.query_specs), ("kv_specs", specs.kv_specs)):
         for entry in spec:
-            for axis in _axes(entry):
+            for axis in mesh_axes(entry):
                 if axis not in mesh.shape:
                     raise ValueError(f"{name} names mesh axis {axis!r}, but the mesh has axes "
                                      f"{tuple(mesh.axis_names)}")
