@@ -50,6 +50,11 @@ def parse_args(argv=None):
     p.add_argument("--show-attention-mask", action="store_true")
     p.add_argument("--permute-tokens-for-load-balance", default="true", choices=("true", "false"))
     p.add_argument("--out", default="bench-out", help="folder for results.json and plots")
+    p.add_argument("--memory-sweep", action="store_true",
+                   help="instead of timing: the longest sequence each JAX implementation runs "
+                        "forward+backward on one device, doubling from the first --seq-lens "
+                        "value until out of memory (or --max-seq-len)")
+    p.add_argument("--max-seq-len", type=int, default=1 << 21)
     return p.parse_args(argv)
 
 
@@ -376,6 +381,55 @@ def run_cp(args, devices=None):
     return results
 
 
+def is_out_of_memory(err: BaseException) -> bool:
+    text = f"{type(err).__name__}: {err}"
+    return any(m in text for m in ("RESOURCE_EXHAUSTED", "Out of memory", "out of memory",
+                                   "OutOfMemory"))
+
+
+def memory_sweep(runners: dict, start: int, stop: int) -> dict:
+    """{name: (longest length that ran, the failure that stopped it)} doubling from start.
+
+    A runner runs one forward+backward at a length and raises on failure; out-of-memory ends
+    the sweep for that implementation, any other error is reported as such."""
+    found = {}
+    for name, run_once in runners.items():
+        longest, stopped = None, f"reached --max-seq-len {stop}"
+        length = start
+        while length <= stop:
+            try:
+                run_once(length)
+            except Exception as err:  # noqa: BLE001 - reported, never swallowed
+                kind = "out of memory" if is_out_of_memory(err) else "error"
+                stopped = f"{kind} at {length}: {str(err).splitlines()[0][:120]}"
+                break
+            longest, length = length, length * 2
+        found[name] = (longest, stopped)
+        print(f"{name:<24} longest fwd+bwd: {longest or '-':>9}   ({stopped})")
+    return found
+
+
+def _sweep_runner(bench_fn, args):
+    def run_once(seq_len):
+        import jax
+
+        one = argparse.Namespace(**{**vars(args), "repeats": 1, "mode": "mha_bwd"})
+        w = Workload(seq_len, args.num_segments, min(args.num_pad_tokens, seq_len // 2),
+                     args.batch, args.heads, args.kv_heads, args.head_dim, args.dtype)
+        bench_fn(w, one)
+        jax.clear_caches()
+    return run_once
+
+
+def run_memory_sweep(args):
+    runners = {"kvax (ours)": _sweep_runner(bench_ours, args)}
+    peers = [p for p in args.peers.split(",") if p in ("cudnn", "pallas")]
+    runners.update({p: _sweep_runner({"cudnn": bench_cudnn, "pallas": bench_pallas}[p], args)
+                    for p in peers})
+    found = memory_sweep(runners, (args.seq_lens or [32768])[0], args.max_seq_len)
+    return [dict(memory_sweep={k: dict(longest=v[0], stopped=v[1]) for k, v in found.items()})]
+
+
 def run_cpu(args):
     """The newcomer's check on a machine without a GPU: the CPU path against the reference."""
     import jax
@@ -416,7 +470,9 @@ def main(argv=None):
     os.makedirs(args.out, exist_ok=True)
     if jax.default_backend() != "gpu":
         sys.exit(0 if run_cpu(args) else 1)
-    if args.mode.startswith("mha_cp"):
+    if args.memory_sweep:
+        results = run_memory_sweep(args)
+    elif args.mode.startswith("mha_cp"):
         results = run_cp(args)
     else:
         results = run_gpu(args)

@@ -38,3 +38,19 @@ def test_workload_flops_count_allowed_pairs():
     w = Workload(10, num_segments=1, num_pad_tokens=2, num_heads=1, num_kv_heads=1, head_dim=1)
     assert w.allowed_pairs() == 8 * 9 // 2
     assert w.flops(False) == 4 * 36 and w.flops(True) == 3.5 * 4 * 36
+
+
+def test_memory_sweep_stops_at_out_of_memory(capsys):
+    def fits_up_to(limit):
+        def run_once(length):
+            if length > limit:
+                raise RuntimeError("RESOURCE_EXHAUSTED: Out of memory while trying to allocate")
+        return run_once
+
+    def broken(length):
+        raise ValueError("kernel failed")
+
+    found = bench.memory_sweep({"a": fits_up_to(4096), "b": broken}, start=1024, stop=65536)
+    assert found["a"][0] == 4096 and found["a"][1].startswith("out of memory at 8192")
+    assert found["b"] == (None, "error at 1024: kernel failed")
+    assert "longest fwd+bwd" in capsys.readouterr().out
