@@ -12,7 +12,7 @@ def test_plugin_set_fake_devices(fake_device_count):
 def test_fake_mesh_fixture(fake_mesh):
     mesh = fake_mesh((2, 4), ("data", "context"))
     assert mesh.shape == {"data": 2, "context": 4}
-    with pytest.raises(FakeDevicesError, match="needs 16 CPU devices"):
+    with pytest.raises(FakeDevicesError, match="needs 16 cpu devices"):
         fake_mesh((4, 4), ("a", "b"))
 
 

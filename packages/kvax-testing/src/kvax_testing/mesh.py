@@ -34,18 +34,20 @@ def set_fake_cpu_devices(count: int) -> None:
     jax.config.update("jax_num_cpu_devices", count)
 
 
-def fake_mesh(shape: Sequence[int], axis_names: Sequence[str], *, explicit: bool = False
-              ) -> jax.sharding.Mesh:
+def fake_mesh(shape: Sequence[int], axis_names: Sequence[str], *, explicit: bool = False,
+              platform: str = "cpu") -> jax.sharding.Mesh:
     """A mesh of CPU devices of the given shape, e.g. fake_mesh((2, 4), ("data", "context")).
 
-    Axes are Auto (as jax.sharding.Mesh makes them) unless explicit=True."""
+    Axes are Auto (as jax.sharding.Mesh makes them) unless explicit=True. platform="gpu" builds
+    the same mesh from real GPUs, so one sharded suite runs on both."""
     if len(shape) != len(axis_names):
         raise ValueError(f"shape {tuple(shape)} and axis_names {tuple(axis_names)} differ in rank")
     need = math.prod(shape)
-    devices = jax.devices("cpu")
+    devices = jax.devices(platform)
     if len(devices) < need:
         raise FakeDevicesError(
-            f"a mesh of shape {tuple(shape)} needs {need} CPU devices, JAX has {len(devices)}; "
+            f"a mesh of shape {tuple(shape)} needs {need} {platform} devices, JAX has "
+            f"{len(devices)}; "
             "set kvax_fake_devices (pytest ini or --kvax-fake-devices) or call set_fake_cpu_devices"
         )
     kind = jax.sharding.AxisType.Explicit if explicit else jax.sharding.AxisType.Auto

@@ -22,6 +22,8 @@ def pytest_addoption(parser):
                   default="0")
     parser.addoption("--kvax-fake-devices", type=int, default=None,
                      help="number of fake CPU devices for JAX; overrides the ini option")
+    parser.addoption("--kvax-mesh-platform", default="cpu", choices=("cpu", "gpu"),
+                     help="devices the fake_mesh fixture builds meshes from (gpu: real GPUs)")
     parser.addoption("--kvax-report", default=None, metavar="PATH",
                      help="write a Markdown report of this run (command, versions, devices, "
                           "every test's outcome) to PATH")
@@ -46,9 +48,13 @@ def fake_device_count(pytestconfig) -> int:
 
 
 @pytest.fixture
-def fake_mesh():
-    """Factory: fake_mesh((2, 4), ("data", "context")) -> a jax Mesh of fake CPU devices."""
-    return _mesh.fake_mesh
+def fake_mesh(pytestconfig):
+    """Factory: fake_mesh((2, 4), ("data", "context")) -> a jax Mesh of fake CPU devices (of real
+    GPUs with --kvax-mesh-platform gpu)."""
+    import functools
+
+    platform = pytestconfig.getoption("--kvax-mesh-platform")
+    return functools.partial(_mesh.fake_mesh, platform=platform)
 
 
 def _versions() -> dict:
