@@ -83,6 +83,7 @@ class Row:
     peak_gib: float | None = None
     rel_err_vs_ours: float | None = None
     skipped: str | None = None
+    detail: str | None = None
 
 
 def _rel_err(a, b) -> float:
@@ -216,7 +217,8 @@ def bench_subprocess(which, name, w: Workload, args):
         with open(out_json) as f:
             res = json.load(f)
     if "skipped" in res:
-        raise RuntimeError(res["skipped"])
+        tail = proc.stderr.strip().splitlines()[-40:]
+        raise RuntimeError(res["skipped"] + ("\n" + "\n".join(tail) if tail else ""))
     row = Row(name, w.seq_len, fwd_ms=res["fwd_ms"],
               fwdbwd_ms=res["fwdbwd_ms"] if args.mode.endswith("bwd") else None,
               peak_gib=res["peak_bytes"] / 2**30 if res.get("peak_bytes") else None)
@@ -248,6 +250,7 @@ def run_gpu(args):
                 row.rel_err_vs_ours = _rel_err(out, ours_out)
             except Exception as err:
                 row = Row(peer, seq_len, skipped=f"{type(err).__name__}: {str(err).splitlines()[0][:160]}")
+                row.detail = str(err)[-4000:]  # kept in results.json for debugging
             entries.append(row)
         for row in entries:
             if row.fwd_ms:

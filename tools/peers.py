@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import time
+import traceback
 import types
 
 import numpy as np
@@ -144,6 +145,7 @@ def main():
         result = {"flex": run_flex, "kvax010": run_kvax010}[which](w)
     except Exception as err:  # a peer that fails is reported, never silently dropped
         result = dict(skipped=f"{type(err).__name__}: {str(err).splitlines()[0][:300]}")
+        traceback.print_exc()  # the whole story on stderr, kept by bench.py in results.json
     with open(out_json, "w") as f:
         json.dump(result, f)
 
