@@ -127,7 +127,6 @@ def backward(q, k, v, q_pos, q_seg, kv_pos, kv_seg, out, lse, dout, dq_mask: Att
     """Gradients (dq, dk, dv) in the inputs' dtype; dk/dv summed over each kv head's group."""
     b, t, n, h = q.shape
     s_len, num_kv, hv = k.shape[1], k.shape[2], v.shape[3]
-    g = n // num_kv
     q0 = _grouped(_zero_padding(q, q_seg), num_kv).astype(_F32)  # [B,T,K,G,H]
     do0 = _grouped(_zero_padding(dout, q_seg), num_kv).astype(_F32)  # [B,T,K,G,Hv]
     k0 = _zero_padding(k, kv_seg).astype(_F32)
@@ -180,5 +179,4 @@ def backward(q, k, v, q_pos, q_seg, kv_pos, kv_seg, out, lse, dout, dq_mask: Att
     dk, dv = _visit(dkdv_mask, (jnp.zeros(kr.shape, _F32), jnp.zeros(vr.shape, _F32)), dkdv_step)
     dk = dk.reshape(b, -1, num_kv, h)[:, :s_len]
     dv = dv.reshape(b, -1, num_kv, hv)[:, :s_len]
-    del g
     return dq.astype(q.dtype), dk.astype(k.dtype), dv.astype(v.dtype)
