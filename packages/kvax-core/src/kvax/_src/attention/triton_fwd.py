@@ -16,8 +16,12 @@ def _fwd_visit(acc, m_i, l_i, q, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_pt
                S, stride_kt, stride_vt, qk_scale, offs_h, offs_hv, offs_n,
                H: tl.constexpr, HV: tl.constexpr, EVEN_H: tl.constexpr, EVEN_HV: tl.constexpr,
                BLOCK_N: tl.constexpr, MASKED: tl.constexpr, SEQUENTIAL: tl.constexpr,
-               PAD_ID: tl.constexpr, IEEE: tl.constexpr):
-    for j in tl.range(start, end):
+               PAD_ID: tl.constexpr, IEEE: tl.constexpr, FOLD: tl.constexpr, LAZY: tl.constexpr,
+               WS: tl.constexpr):
+    """Visit key tiles [start, end). m_i is in scaled log2 units throughout. On fully visible
+    tiles FOLD applies the (positive) scale inside exp2's argument (one fused multiply-add) and
+    LAZY rescales the accumulator only when a row's maximum grew by more than 2^8."""
+    for j in tl.range(start, end, warp_specialize=WS):
         kv_start = j.to(tl.int64) * BLOCK_N
         k_ptrs = k_base + kv_start * stride_kt + offs_n[:, None] * stride_kt + offs_h[None, :]
         v_ptrs = v_base + kv_start * stride_vt + offs_n[:, None] * stride_vt + offs_hv[None, :]
@@ -28,8 +32,9 @@ def _fwd_visit(acc, m_i, l_i, q, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_pt
             k = tl.load(k_ptrs)  # [BLOCK_N, BLOCK_H]
         else:
             k = tl.load(k_ptrs, mask=offs_h[None, :] < H, other=0.0)
-        s = tc.mma(q, tl.trans(k), None, IEEE) * qk_scale  # [BLOCK_M, BLOCK_N]
+        s = tc.mma(q, tl.trans(k), None, IEEE)  # [BLOCK_M, BLOCK_N], unscaled
         if MASKED:
+            s = s * qk_scale
             k_pos, k_seg = tc.load_layout(kpos_ptr + kv_start, kseg_ptr + kv_start, offs_n,
                                           S - kv_start, SEQUENTIAL, PAD_ID)
             if SEQUENTIAL:
@@ -40,19 +45,37 @@ def _fwd_visit(acc, m_i, l_i, q, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_pt
             m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
             kv_live = k_seg != PAD_ID
             v = tl.load(v_ptrs, mask=kv_live[:, None] & (offs_hv[None, :] < HV), other=0.0)
+            p = tl.math.exp2(s - m_use[:, None])
         else:
-            m_new = tl.maximum(m_i, tl.max(s, 1))
-            m_use = m_new
+            if FOLD:
+                m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
+            else:
+                s = s * qk_scale
+                m_new = tl.maximum(m_i, tl.max(s, 1))
+            if LAZY:
+                if tl.max(m_new - m_i, 0) > 8.0:
+                    alpha = tl.math.exp2(m_i - m_new)
+                    acc = acc * alpha[:, None]
+                    l_i = l_i * alpha
+                    m_i = m_new
+                m_use = m_i
+            else:
+                m_use = m_new
             if EVEN_HV:
                 v = tl.load(v_ptrs)  # [BLOCK_N, BLOCK_HV]
             else:
                 v = tl.load(v_ptrs, mask=offs_hv[None, :] < HV, other=0.0)
-        p = tl.math.exp2(s - m_use[:, None])
-        alpha = tl.math.exp2(m_i - m_use)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None]
+            if FOLD:
+                p = tl.math.exp2(s * qk_scale - m_use[:, None])
+            else:
+                p = tl.math.exp2(s - m_use[:, None])
+        if MASKED or not LAZY:
+            alpha = tl.math.exp2(m_i - m_use)
+            l_i = l_i * alpha
+            acc = acc * alpha[:, None]
+            m_i = m_new
+        l_i = l_i + tl.sum(p, 1)
         acc = tc.mma(p.to(v.dtype), v, acc, IEEE)
-        m_i = m_new
     return acc, m_i, l_i
 
 
@@ -65,7 +88,7 @@ def _fwd_kernel(
     BLOCK_H: tl.constexpr, BLOCK_HV: tl.constexpr, EVEN_H: tl.constexpr, EVEN_HV: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ROW_RATIO: tl.constexpr,
     COL_RATIO: tl.constexpr, SEQUENTIAL: tl.constexpr, PAD_ID: tl.constexpr,
-    IEEE: tl.constexpr,
+    IEEE: tl.constexpr, FOLD: tl.constexpr, LAZY: tl.constexpr, WS: tl.constexpr,
 ):
     # Strides from the static shapes, so Triton knows their divisibility and vectorises the loads
     # (jax-triton passes integer scalars without divisibility hints).
@@ -108,15 +131,15 @@ def _fwd_kernel(
     acc, m_i, l_i = _fwd_visit(acc, m_i, l_i, q, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_ptr,
                                lo, lf, S, stride_kt, stride_vt, qk_scale, offs_h, offs_hv,
                                offs_n, H, HV, EVEN_H, EVEN_HV, BLOCK_N, True, SEQUENTIAL, PAD_ID,
-                               IEEE)
+                               IEEE, False, False, False)
     acc, m_i, l_i = _fwd_visit(acc, m_i, l_i, q, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_ptr,
                                lf, uf, S, stride_kt, stride_vt, qk_scale, offs_h, offs_hv,
                                offs_n, H, HV, EVEN_H, EVEN_HV, BLOCK_N, False, SEQUENTIAL,
-                               PAD_ID, IEEE)
+                               PAD_ID, IEEE, FOLD, LAZY, WS)
     acc, m_i, l_i = _fwd_visit(acc, m_i, l_i, q, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_ptr,
                                uf, hi, S, stride_kt, stride_vt, qk_scale, offs_h, offs_hv,
                                offs_n, H, HV, EVEN_H, EVEN_HV, BLOCK_N, True, SEQUENTIAL, PAD_ID,
-                               IEEE)
+                               IEEE, False, False, False)
 
     live = l_i > 0.0
     out = acc / tl.where(live, l_i, 1.0)[:, None]
@@ -127,6 +150,10 @@ def _fwd_kernel(
              mask=q_rows[:, None] & (offs_hv[None, :] < HV))
     lse_base = LSE + (b * N + n) * T + q_start
     tl.store(lse_base + offs_m, lse, mask=q_rows)
+
+
+# Softmax variants of the fully visible loop (see _fwd_visit); tools/dev/fwd_sweep.py measures them.
+VARIANT = dict(FOLD=True, LAZY=False, WS=False)
 
 
 def forward(q, k, v, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *, scale: float,
@@ -145,6 +172,7 @@ def forward(q, k, v, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *, scale
         num_warps=params.num_warps, num_stages=tiles["num_stages"], debug=debug,
         N=n, G=n // num_kv, BLOCK_M=tiles["BLOCK_M_TILE"], BLOCK_N=tiles["BLOCK_N_TILE"],
         ROW_RATIO=tiles["ROW_RATIO"], COL_RATIO=tiles["COL_RATIO"],
+        FOLD=VARIANT["FOLD"] and scale > 0, LAZY=VARIANT["LAZY"], WS=VARIANT["WS"],
         **tc.common_constants(q.dtype, h, hv, sequential),
     )
     return out, lse

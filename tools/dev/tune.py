@@ -1,0 +1,133 @@
+"""Kernel tuning sweep on the GPU: forward softmax variants and block parameters, backward block
+parameters, on one workload; every candidate's output is compared with the default's.
+
+    source tools/gpu_env.sh && python3 tools/dev/tune.py --out $OUT/tune.json
+
+Prints one line per candidate (ms, useful TF/s, relative difference from the default) and writes
+them all to --out. Used to choose the defaults in kvax/_src/config.py and triton_fwd.VARIANT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import sys
+import traceback
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from bench import median_ms  # noqa: E402
+from workloads import Workload, inputs  # noqa: E402
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--seq-len", type=int, default=65536)
+    p.add_argument("--num-segments", type=int, default=8)
+    p.add_argument("--num-pad-tokens", type=int, default=2000)
+    p.add_argument("--repeats", type=int, default=10)
+    p.add_argument("--skip-bwd", action="store_true")
+    p.add_argument("--out", default="tune.json")
+    args = p.parse_args()
+
+    import jax
+    import jax.numpy as jnp
+
+    from kvax._src.attention import triton_fwd
+    from kvax.ops import create_attention_mask, flash_attention
+    from kvax.utils import FlashAttentionParamsConfig as P
+    from kvax.utils import default_params
+
+    w = Workload(args.seq_len, args.num_segments, args.num_pad_tokens)
+    q, k, v, pos, seg = inputs(w)
+    q, k, v = (jnp.asarray(x, jnp.bfloat16) for x in (q, k, v))
+    pos, seg = jnp.asarray(pos), jnp.asarray(seg)
+    dout = jnp.asarray(np.random.default_rng(3).standard_normal(q.shape), jnp.bfloat16)
+    scale = w.head_dim ** -0.5
+    kind = jax.devices()[0].device_kind
+    records = []
+
+    def run(name, fwd_params, bwd_params, backward):
+        masks = jax.jit(lambda p, s: create_attention_mask(
+            p, s, p, s, fwd_params=fwd_params, bwd_params=bwd_params,
+            calc_bwd_mask=backward))(pos, seg)
+
+        def attn(q, k, v):
+            return flash_attention(q, k, v, pos, seg, pos, seg, mask=masks, scale=scale,
+                                   fwd_params=fwd_params, bwd_params=bwd_params)
+
+        fwd = jax.jit(attn)
+        out = fwd(q, k, v)
+        if backward:
+            step = jax.jit(lambda q, k, v: jax.vjp(attn, q, k, v)[1](dout))
+            grads = step(q, k, v)
+            ms = median_ms(lambda: step(q, k, v), args.repeats)
+            return ms, grads
+        ms = median_ms(lambda: fwd(q, k, v), args.repeats)
+        return ms, (out,)
+
+    def record(name, backward, fn):
+        try:
+            ms, result = fn()
+            tf = w.flops(backward) / ms / 1e9
+            rec = dict(name=name, backward=backward, ms=ms, tflops=tf)
+        except Exception as err:  # a candidate that fails to compile or run is reported
+            rec = dict(name=name, backward=backward, error=f"{type(err).__name__}: "
+                       f"{str(err).splitlines()[0][:300] if str(err) else ''}")
+            traceback.print_exc(limit=3)
+            result = None
+        records.append(rec)
+        return rec, result
+
+    def diff(result, base):
+        errs = []
+        for a, b in zip(result, base):
+            a, b = np.asarray(a, np.float32), np.asarray(b, np.float32)
+            errs.append(float(np.linalg.norm(a - b) / np.linalg.norm(b)))
+        return max(errs)
+
+    fwd_default = default_params(kind, backward=False)
+    bwd_default = default_params(kind, backward=True)
+    print(f"{kind}, {w.name}, {w.allowed_pairs():,} allowed pairs")
+
+    base = None
+    variants = [dict(FOLD=f, LAZY=lz, WS=ws) for f, lz, ws in itertools.product(
+        (False, True), (False, True), (False, True))]
+    fwd_params = [fwd_default, P(128, 64, 8, 3), P(128, 64, 4, 4), P(128, 128, 8, 2),
+                  P(128, 128, 8, 4), P(64, 128, 4, 3), P(128, 64, 8, 5)]
+    cands = [(dict(FOLD=False, LAZY=False, WS=False), fwd_default)]
+    cands += [(vr, fwd_default) for vr in variants if any(vr.values())]
+    cands += [(dict(FOLD=True, LAZY=False, WS=False), fp) for fp in fwd_params[1:]]
+    cands += [(dict(FOLD=True, LAZY=True, WS=False), fp) for fp in fwd_params[1:3]]
+    for vr, fp in cands:
+        triton_fwd.VARIANT = vr
+        name = f"fwd {vr} {fp}"
+        rec, res = record(name, False, lambda: run(name, fp, bwd_default, False))
+        if res is not None:
+            if base is None:
+                base = res
+            rec["rel_diff"] = diff(res, base)
+        print(json.dumps(rec), flush=True)
+
+    if not args.skip_bwd:
+        triton_fwd.VARIANT = dict(FOLD=True, LAZY=False, WS=False)
+        base = None
+        for bp in [bwd_default, P(32, 128, 8, 3), P(64, 64, 8, 3), P(32, 64, 4, 3),
+                   P(64, 128, 8, 2), P(32, 128, 8, 2), P(64, 64, 4, 3)]:
+            name = f"fwd+bwd {bp}"
+            rec, res = record(name, True, lambda: run(name, fwd_default, bp, True))
+            if res is not None:
+                if base is None:
+                    base = res
+                rec["rel_diff"] = diff(res, base)
+            print(json.dumps(rec), flush=True)
+
+    with open(args.out, "w") as f:
+        json.dump(dict(device=kind, workload=w.name, records=records), f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
