@@ -56,6 +56,8 @@ def launch_constants(kind, dtype, h, hv, params):
         consts.update(KH=2, BLOCK_M=tiles["BLOCK_N_TILE"], BLOCK_N=tiles["BLOCK_M_TILE"])
     else:
         consts.update(BLOCK_M=tiles["BLOCK_M_TILE"], BLOCK_N=tiles["BLOCK_N_TILE"])
+    if fwd:
+        consts.update(triton_fwd.variant_constants(scale=0.125))
     return consts, tiles["num_stages"]
 
 

@@ -156,6 +156,11 @@ def _fwd_kernel(
 VARIANT = dict(FOLD=True, LAZY=False, WS=False)
 
 
+def variant_constants(scale: float) -> dict:
+    """The forward kernel's softmax-variant constexprs; folding needs a positive scale."""
+    return dict(FOLD=VARIANT["FOLD"] and scale > 0, LAZY=VARIANT["LAZY"], WS=VARIANT["WS"])
+
+
 def forward(q, k, v, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *, scale: float,
             sequential: bool, params, debug: bool = False):
     """Output [B, T, N, Hv] (q's dtype) and logsumexp [B, N, T] (float32, log2 units)."""
@@ -172,7 +177,7 @@ def forward(q, k, v, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *, scale
         num_warps=params.num_warps, num_stages=tiles["num_stages"], debug=debug,
         N=n, G=n // num_kv, BLOCK_M=tiles["BLOCK_M_TILE"], BLOCK_N=tiles["BLOCK_N_TILE"],
         ROW_RATIO=tiles["ROW_RATIO"], COL_RATIO=tiles["COL_RATIO"],
-        FOLD=VARIANT["FOLD"] and scale > 0, LAZY=VARIANT["LAZY"], WS=VARIANT["WS"],
+        **variant_constants(scale),
         **tc.common_constants(q.dtype, h, hv, sequential),
     )
     return out, lse
