@@ -30,6 +30,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from workloads import PADDING_SEGMENT_ID, Workload, inputs, sample_rows  # noqa: E402
 
 MODES = ("mha", "mha_bwd", "mha_cp", "mha_cp_bwd")
+# The environment as it was before jax_triton's import blanked TRITON_CACHE_DIR (it sets it to ""
+# for its own compiles); the peers' processes get this one, or torch.compile finds no cache dir.
+PEER_ENV = dict(os.environ)
 PEERS = ("cudnn", "pallas", "flex", "kvax010")
 
 
@@ -211,7 +214,10 @@ def bench_subprocess(which, name, w: Workload, args):
         out_json = os.path.join(tmp, "out.json")
         cmd = [sys.executable, os.path.join(os.path.dirname(__file__), "peers.py"), which,
                json.dumps(dataclasses.asdict(w)), out_json]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+        env = dict(PEER_ENV)
+        if not env.get("TRITON_CACHE_DIR"):
+            env["TRITON_CACHE_DIR"] = os.path.join(tmp, "triton-cache")
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
         if not os.path.exists(out_json):
             raise RuntimeError(f"{which} process failed: {proc.stderr.strip()[-300:]}")
         with open(out_json) as f:

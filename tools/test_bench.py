@@ -54,3 +54,23 @@ def test_memory_sweep_stops_at_out_of_memory(capsys):
     assert found["a"][0] == 4096 and found["a"][1].startswith("out of memory at 8192")
     assert found["b"] == (None, "error at 1024: kernel failed")
     assert "longest fwd+bwd" in capsys.readouterr().out
+
+
+def test_peer_process_gets_a_triton_cache_dir(monkeypatch, tmp_path):
+    """jax_triton blanks TRITON_CACHE_DIR when imported; torch.compile in the peer's process then
+    fails with "Could not create or locate cache dir" unless the peer gets a real one."""
+    seen = {}
+
+    def fake_run(cmd, env, **kw):
+        seen.update(env)
+        with open(cmd[-1], "w") as f:
+            f.write('{"fwd_ms": 1.0, "fwdbwd_ms": 2.0, "peak_bytes": 0, "out": [[0.0]]}')
+        return type("Proc", (), {"stderr": ""})()
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", "")  # as after `import jax_triton`
+    monkeypatch.setattr(bench, "PEER_ENV", {"TRITON_CACHE_DIR": ""})
+    monkeypatch.setattr(bench.subprocess, "run", fake_run)
+    args = bench.parse_args(["mha_bwd", "--out", str(tmp_path)])
+    row, _ = bench.bench_subprocess("flex", "FlexAttention (torch)", bench.Workload(64), args)
+    assert seen["TRITON_CACHE_DIR"]
+    assert row.fwd_ms == 1.0 and row.fwdbwd_ms == 2.0

@@ -30,6 +30,8 @@ def main():
     p.add_argument("--num-pad-tokens", type=int, default=2000)
     p.add_argument("--repeats", type=int, default=10)
     p.add_argument("--skip-bwd", action="store_true")
+    p.add_argument("--fwd", nargs="*", default=None, metavar="QB,KB,WARPS,STAGES",
+                   help="only these forward parameter sets (folded softmax), after the default")
     p.add_argument("--out", default="tune.json")
     args = p.parse_args()
 
@@ -98,10 +100,14 @@ def main():
         (False, True), (False, True), (False, True))]
     fwd_params = [fwd_default, P(128, 64, 8, 3), P(128, 64, 4, 4), P(128, 128, 8, 2),
                   P(128, 128, 8, 4), P(64, 128, 4, 3), P(128, 64, 8, 5)]
+    if args.fwd is not None:
+        fwd_params = [fwd_default] + [P(*map(int, c.split(","))) for c in args.fwd]
+        variants = []
     cands = [(dict(FOLD=False, LAZY=False, WS=False), fwd_default)]
     cands += [(vr, fwd_default) for vr in variants if any(vr.values())]
     cands += [(dict(FOLD=True, LAZY=False, WS=False), fp) for fp in fwd_params[1:]]
-    cands += [(dict(FOLD=True, LAZY=True, WS=False), fp) for fp in fwd_params[1:3]]
+    if args.fwd is None:
+        cands += [(dict(FOLD=True, LAZY=True, WS=False), fp) for fp in fwd_params[1:3]]
     for vr, fp in cands:
         triton_fwd.VARIANT = vr
         name = f"fwd {vr} {fp}"
