@@ -1,16 +1,16 @@
-"""Kernel tuning sweep on the GPU: forward softmax variants and block parameters, backward block
-parameters, on one workload; every candidate's output is compared with the default's.
+"""Kernel tuning sweep on the GPU: forward and backward block parameters on one workload; every
+candidate's output (or gradients) is compared with the default's.
 
     source tools/gpu_env.sh && python3 tools/dev/tune.py --out $OUT/tune.json
 
 Prints one line per candidate (ms, useful TF/s, relative difference from the default) and writes
-them all to --out. Used to choose the defaults in kvax/_src/config.py and triton_fwd.VARIANT.
+them all to --out. Used to choose the defaults in kvax/_src/config.py and the tiles in triton_common.choose_tiles
+(results: docs/bench/h100-2026-11-22/tuning.md).
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
 import sys
@@ -31,14 +31,13 @@ def main():
     p.add_argument("--repeats", type=int, default=10)
     p.add_argument("--skip-bwd", action="store_true")
     p.add_argument("--fwd", nargs="*", default=None, metavar="QB,KB,WARPS,STAGES",
-                   help="only these forward parameter sets (folded softmax), after the default")
+                   help="only these forward parameter sets, after the default")
     p.add_argument("--out", default="tune.json")
     args = p.parse_args()
 
     import jax
     import jax.numpy as jnp
 
-    from kvax._src.attention import triton_fwd
     from kvax.ops import create_attention_mask, flash_attention
     from kvax.utils import FlashAttentionParamsConfig as P
     from kvax.utils import default_params
@@ -96,21 +95,12 @@ def main():
     print(f"{kind}, {w.name}, {w.allowed_pairs():,} allowed pairs")
 
     base = None
-    variants = [dict(FOLD=f, LAZY=lz, WS=ws) for f, lz, ws in itertools.product(
-        (False, True), (False, True), (False, True))]
     fwd_params = [fwd_default, P(128, 64, 8, 3), P(128, 64, 4, 4), P(128, 128, 8, 2),
-                  P(128, 128, 8, 4), P(64, 128, 4, 3), P(128, 64, 8, 5)]
+                  P(64, 128, 4, 3), P(128, 64, 8, 5)]
     if args.fwd is not None:
         fwd_params = [fwd_default] + [P(*map(int, c.split(","))) for c in args.fwd]
-        variants = []
-    cands = [(dict(FOLD=False, LAZY=False, WS=False), fwd_default)]
-    cands += [(vr, fwd_default) for vr in variants if any(vr.values())]
-    cands += [(dict(FOLD=True, LAZY=False, WS=False), fp) for fp in fwd_params[1:]]
-    if args.fwd is None:
-        cands += [(dict(FOLD=True, LAZY=True, WS=False), fp) for fp in fwd_params[1:3]]
-    for vr, fp in cands:
-        triton_fwd.VARIANT = vr
-        name = f"fwd {vr} {fp}"
+    for fp in fwd_params:
+        name = f"fwd {fp}"
         rec, res = record(name, False, lambda: run(name, fp, bwd_default, False))
         if res is not None:
             if base is None:
@@ -119,7 +109,6 @@ def main():
         print(json.dumps(rec), flush=True)
 
     if not args.skip_bwd:
-        triton_fwd.VARIANT = dict(FOLD=True, LAZY=False, WS=False)
         base = None
         for bp in [bwd_default, P(32, 128, 8, 3), P(64, 64, 8, 3), P(32, 64, 4, 3),
                    P(64, 128, 8, 2), P(32, 128, 8, 2), P(64, 64, 4, 3)]:

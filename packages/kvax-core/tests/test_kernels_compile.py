@@ -49,15 +49,14 @@ def launch_constants(kind, dtype, h, hv, params):
     row, col = ((params.query_block_size, params.kv_block_size) if fwd else
                 params.dq_blocks if kind == "dq" else
                 (params.kv_block_size, params.query_block_size))
-    tiles = tc.choose_tiles(dtype, h, hv, row, col, params.num_stages)
+    tiles = tc.choose_tiles(dtype, h, hv, row, col, params.num_stages, forward=fwd,
+                            device_kind="NVIDIA H100 80GB HBM3")
     consts = dict(N=8, G=4, ROW_RATIO=tiles["ROW_RATIO"], COL_RATIO=tiles["COL_RATIO"],
                   **tc.common_constants(dtype, h, hv, sequential=False))
     if kind == "dkdv":
         consts.update(KH=2, BLOCK_M=tiles["BLOCK_N_TILE"], BLOCK_N=tiles["BLOCK_M_TILE"])
     else:
         consts.update(BLOCK_M=tiles["BLOCK_M_TILE"], BLOCK_N=tiles["BLOCK_N_TILE"])
-    if fwd:
-        consts.update(triton_fwd.variant_constants(scale=0.125))
     return consts, tiles["num_stages"]
 
 
@@ -100,3 +99,22 @@ def test_constants_are_ordered_as_the_kernel():
     assert list(ordered) == ["N", "H", "BLOCK_M", "IEEE"]
     with pytest.raises(TypeError, match="no parameters"):
         tc.ordered_constants(triton_fwd._fwd_kernel, {"NOPE": 1})
+
+
+def test_forward_shared_memory_estimate_matches_and_guards():
+    """The tiles the launcher picks fit (default and deeper pipelines), and too many stages is a
+    clear error (not CUDA_ERROR_INVALID_VALUE at launch, as 128x128 tiles with 4 stages gave)."""
+    from kvax.utils import FlashAttentionParamsConfig
+
+    kind = "NVIDIA H100 80GB HBM3"
+    for params in (default_params(kind, backward=False),
+                   FlashAttentionParamsConfig(128, 128, 8, 4)):
+        consts, stages = launch_constants("fwd", "bfloat16", 128, 128, params)
+        tiles = tc.choose_tiles("bfloat16", 128, 128, 128, 128, params.num_stages, forward=True,
+                                device_kind=kind)
+        tc.check_forward_shared_memory("bfloat16", 128, 128, tiles, kind, params)
+        compiled = compile_for_hopper(KERNELS["fwd"], "bfloat16", consts, params.num_warps, stages)
+        assert compiled.metadata.shared <= H100_SHARED_BYTES
+    big = dict(BLOCK_M_TILE=128, BLOCK_N_TILE=128, num_stages=4)
+    with pytest.raises(ValueError, match=r"fwd_params=.*shared memory.*232448"):
+        tc.check_forward_shared_memory("bfloat16", 128, 128, big, kind, params)

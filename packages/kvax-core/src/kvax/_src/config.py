@@ -48,13 +48,26 @@ class FlashAttentionParamsConfig:
 _HOPPER = ("H100", "H200", "H800", "H20", "GH200")
 
 
+def is_hopper(device_kind: str) -> bool:
+    return any(name in device_kind for name in _HOPPER)
+
+
+def shared_memory_bytes(device_kind: str) -> int | None:
+    """Shared memory one program may use on this device kind (None: unknown, not checked)."""
+    if is_hopper(device_kind):
+        return 232448
+    if "A100" in device_kind or "A800" in device_kind:
+        return 166912
+    return None
+
+
 def default_params(device_kind: str, *, backward: bool) -> FlashAttentionParamsConfig:
     """Default kernel parameters for a device kind (as `jax.Device.device_kind` spells it).
 
     Hopper (measured on an H100, see docs/): forward 128x128, backward 64x128, 8 warps, 3 stages.
     Anything else, the CPU included: 64x64, 4 warps, 3 stages.
     """
-    if any(name in device_kind for name in _HOPPER):
+    if is_hopper(device_kind):
         return FlashAttentionParamsConfig(
             query_block_size=64 if backward else 128, kv_block_size=128, num_warps=8, num_stages=3
         )

@@ -17,7 +17,7 @@ import numpy as np
 import triton
 import triton.language as tl
 
-from kvax._src.config import PADDING_SEGMENT_ID
+from kvax._src.config import PADDING_SEGMENT_ID, is_hopper, shared_memory_bytes
 
 LOG2E = 1.4426950408889634
 
@@ -88,19 +88,39 @@ def common_constants(dtype, head_dim: int, value_head_dim: int, sequential: bool
 
 
 def choose_tiles(dtype, head_dim: int, value_head_dim: int, row_block: int, col_block: int,
-                 num_stages: int) -> dict:
+                 num_stages: int, *, forward: bool = False, device_kind: str = "") -> dict:
     """Kernel tiles that divide the mask's blocks and fit shared memory and registers.
 
     A mask block may be split into several tiles (each inherits its block's class), so masks built
     with the default 128x128 blocks serve float32 and head dims up to 256 too. Tiles hold at most
     32 KiB of one operand: 128 rows of 16-bit head dim 128, fewer for float32 or head dim 256.
+    On Hopper the forward kernel visits 128-key blocks as two 64-key tiles pipelined two stages
+    deeper (num_stages + 2, at most 6): measured ~10% faster on an H100 than 128-key tiles with the
+    same shared memory (tools/dev/tune.py; docs/bench/).
     """
     width = max(next_pow2(head_dim), next_pow2(value_head_dim)) * jnp.dtype(dtype).itemsize
     cap = max(16, min(128, (32 * 1024) // width))
     tile_row, tile_col = min(row_block, cap), min(col_block, cap)
     stages = num_stages if width <= 256 else min(num_stages, 2)
+    if forward and is_hopper(device_kind) and tile_row == 128 and tile_col == 128:
+        tile_col, stages = 64, min(num_stages + 2, 6)
     return dict(BLOCK_M_TILE=tile_row, BLOCK_N_TILE=tile_col, ROW_RATIO=row_block // tile_row,
                 COL_RATIO=col_block // tile_col, num_stages=stages)
+
+
+def check_forward_shared_memory(dtype, head_dim: int, value_head_dim: int, tiles: dict,
+                                device_kind: str, params) -> None:
+    """The forward kernel's shared memory (its query tile and num_stages buffered key and value
+    tiles) against the device's limit: a clear error instead of a failed launch."""
+    limit = shared_memory_bytes(device_kind)
+    item = jnp.dtype(dtype).itemsize
+    need = item * (tiles["BLOCK_M_TILE"] * next_pow2(head_dim) + tiles["num_stages"]
+                   * tiles["BLOCK_N_TILE"] * (next_pow2(head_dim) + next_pow2(value_head_dim)))
+    if limit is not None and need > limit:
+        raise ValueError(
+            f"fwd_params={params} needs ~{need} bytes of shared memory per program for head dims "
+            f"({head_dim}, {value_head_dim}) in {jnp.dtype(dtype).name}; a {device_kind} has "
+            f"{limit}: use smaller blocks or fewer num_stages")
 
 
 def ordered_constants(kernel, constants: dict) -> dict:

@@ -9,6 +9,7 @@ import triton.language as tl
 
 from kvax._src.attention import triton_common as tc
 from kvax._src.attention.mask import AttentionMask
+from kvax._src.config import current_device_kind
 
 
 @triton.jit
@@ -16,12 +17,12 @@ def _fwd_visit(acc, m_i, l_i, q, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_pt
                S, stride_kt, stride_vt, qk_scale, offs_h, offs_hv, offs_n,
                H: tl.constexpr, HV: tl.constexpr, EVEN_H: tl.constexpr, EVEN_HV: tl.constexpr,
                BLOCK_N: tl.constexpr, MASKED: tl.constexpr, SEQUENTIAL: tl.constexpr,
-               PAD_ID: tl.constexpr, IEEE: tl.constexpr, FOLD: tl.constexpr, LAZY: tl.constexpr,
-               WS: tl.constexpr):
-    """Visit key tiles [start, end). m_i is in scaled log2 units throughout. On fully visible
-    tiles FOLD applies the (positive) scale inside exp2's argument (one fused multiply-add) and
-    LAZY rescales the accumulator only when a row's maximum grew by more than 2^8."""
-    for j in tl.range(start, end, warp_specialize=WS):
+               PAD_ID: tl.constexpr, IEEE: tl.constexpr):
+    """Visit key tiles [start, end); m_i is in scaled log2 units.
+    Measured on an H100 and dropped (tools/dev/tune.py): the scale folded into exp2's argument
+    (no change), rescaling the accumulator only when a row maximum grew by more than 2^8 (3-7%
+    slower), tl.range(warp_specialize=True) (no change)."""
+    for j in tl.range(start, end):
         kv_start = j.to(tl.int64) * BLOCK_N
         k_ptrs = k_base + kv_start * stride_kt + offs_n[:, None] * stride_kt + offs_h[None, :]
         v_ptrs = v_base + kv_start * stride_vt + offs_n[:, None] * stride_vt + offs_hv[None, :]
@@ -32,9 +33,8 @@ def _fwd_visit(acc, m_i, l_i, q, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_pt
             k = tl.load(k_ptrs)  # [BLOCK_N, BLOCK_H]
         else:
             k = tl.load(k_ptrs, mask=offs_h[None, :] < H, other=0.0)
-        s = tc.mma(q, tl.trans(k), None, IEEE)  # [BLOCK_M, BLOCK_N], unscaled
+        s = tc.mma(q, tl.trans(k), None, IEEE) * qk_scale  # [BLOCK_M, BLOCK_N]
         if MASKED:
-            s = s * qk_scale
             k_pos, k_seg = tc.load_layout(kpos_ptr + kv_start, kseg_ptr + kv_start, offs_n,
                                           S - kv_start, SEQUENTIAL, PAD_ID)
             if SEQUENTIAL:
@@ -45,37 +45,19 @@ def _fwd_visit(acc, m_i, l_i, q, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_pt
             m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
             kv_live = k_seg != PAD_ID
             v = tl.load(v_ptrs, mask=kv_live[:, None] & (offs_hv[None, :] < HV), other=0.0)
-            p = tl.math.exp2(s - m_use[:, None])
         else:
-            if FOLD:
-                m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
-            else:
-                s = s * qk_scale
-                m_new = tl.maximum(m_i, tl.max(s, 1))
-            if LAZY:
-                if tl.max(m_new - m_i, 0) > 8.0:
-                    alpha = tl.math.exp2(m_i - m_new)
-                    acc = acc * alpha[:, None]
-                    l_i = l_i * alpha
-                    m_i = m_new
-                m_use = m_i
-            else:
-                m_use = m_new
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            m_use = m_new
             if EVEN_HV:
                 v = tl.load(v_ptrs)  # [BLOCK_N, BLOCK_HV]
             else:
                 v = tl.load(v_ptrs, mask=offs_hv[None, :] < HV, other=0.0)
-            if FOLD:
-                p = tl.math.exp2(s * qk_scale - m_use[:, None])
-            else:
-                p = tl.math.exp2(s - m_use[:, None])
-        if MASKED or not LAZY:
-            alpha = tl.math.exp2(m_i - m_use)
-            l_i = l_i * alpha
-            acc = acc * alpha[:, None]
-            m_i = m_new
-        l_i = l_i + tl.sum(p, 1)
+        p = tl.math.exp2(s - m_use[:, None])
+        alpha = tl.math.exp2(m_i - m_use)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
         acc = tc.mma(p.to(v.dtype), v, acc, IEEE)
+        m_i = m_new
     return acc, m_i, l_i
 
 
@@ -88,7 +70,7 @@ def _fwd_kernel(
     BLOCK_H: tl.constexpr, BLOCK_HV: tl.constexpr, EVEN_H: tl.constexpr, EVEN_HV: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ROW_RATIO: tl.constexpr,
     COL_RATIO: tl.constexpr, SEQUENTIAL: tl.constexpr, PAD_ID: tl.constexpr,
-    IEEE: tl.constexpr, FOLD: tl.constexpr, LAZY: tl.constexpr, WS: tl.constexpr,
+    IEEE: tl.constexpr,
 ):
     # Strides from the static shapes, so Triton knows their divisibility and vectorises the loads
     # (jax-triton passes integer scalars without divisibility hints).
@@ -131,15 +113,15 @@ def _fwd_kernel(
     acc, m_i, l_i = _fwd_visit(acc, m_i, l_i, q, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_ptr,
                                lo, lf, S, stride_kt, stride_vt, qk_scale, offs_h, offs_hv,
                                offs_n, H, HV, EVEN_H, EVEN_HV, BLOCK_N, True, SEQUENTIAL, PAD_ID,
-                               IEEE, False, False, False)
+                               IEEE)
     acc, m_i, l_i = _fwd_visit(acc, m_i, l_i, q, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_ptr,
                                lf, uf, S, stride_kt, stride_vt, qk_scale, offs_h, offs_hv,
                                offs_n, H, HV, EVEN_H, EVEN_HV, BLOCK_N, False, SEQUENTIAL,
-                               PAD_ID, IEEE, FOLD, LAZY, WS)
+                               PAD_ID, IEEE)
     acc, m_i, l_i = _fwd_visit(acc, m_i, l_i, q, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_ptr,
                                uf, hi, S, stride_kt, stride_vt, qk_scale, offs_h, offs_hv,
                                offs_n, H, HV, EVEN_H, EVEN_HV, BLOCK_N, True, SEQUENTIAL, PAD_ID,
-                               IEEE, False, False, False)
+                               IEEE)
 
     live = l_i > 0.0
     out = acc / tl.where(live, l_i, 1.0)[:, None]
@@ -152,22 +134,16 @@ def _fwd_kernel(
     tl.store(lse_base + offs_m, lse, mask=q_rows)
 
 
-# Softmax variants of the fully visible loop (see _fwd_visit); tools/dev/fwd_sweep.py measures them.
-VARIANT = dict(FOLD=True, LAZY=False, WS=False)
-
-
-def variant_constants(scale: float) -> dict:
-    """The forward kernel's softmax-variant constexprs; folding needs a positive scale."""
-    return dict(FOLD=VARIANT["FOLD"] and scale > 0, LAZY=VARIANT["LAZY"], WS=VARIANT["WS"])
-
-
 def forward(q, k, v, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *, scale: float,
             sequential: bool, params, debug: bool = False):
     """Output [B, T, N, Hv] (q's dtype) and logsumexp [B, N, T] (float32, log2 units)."""
     b, t, n, h = q.shape
     s_len, num_kv, hv = k.shape[1], k.shape[2], v.shape[3]
     r = mask.lower_bounds.shape[1]
-    tiles = tc.choose_tiles(q.dtype, h, hv, mask.row_block, mask.col_block, params.num_stages)
+    kind = current_device_kind()
+    tiles = tc.choose_tiles(q.dtype, h, hv, mask.row_block, mask.col_block, params.num_stages,
+                            forward=True, device_kind=kind)
+    tc.check_forward_shared_memory(q.dtype, h, hv, tiles, kind, params)
     num_tiles = -(-t // tiles["BLOCK_M_TILE"])
     out_shapes = [tc.shape_dtype((b, t, n, hv), q.dtype), tc.shape_dtype((b, n, t), "float32")]
     out, lse = tc.launch(
@@ -177,7 +153,6 @@ def forward(q, k, v, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *, scale
         num_warps=params.num_warps, num_stages=tiles["num_stages"], debug=debug,
         N=n, G=n // num_kv, BLOCK_M=tiles["BLOCK_M_TILE"], BLOCK_N=tiles["BLOCK_N_TILE"],
         ROW_RATIO=tiles["ROW_RATIO"], COL_RATIO=tiles["COL_RATIO"],
-        **variant_constants(scale),
         **tc.common_constants(q.dtype, h, hv, sequential),
     )
     return out, lse
