@@ -74,3 +74,10 @@ def test_peer_process_gets_a_triton_cache_dir(monkeypatch, tmp_path):
     row, _ = bench.bench_subprocess("flex", "FlexAttention (torch)", bench.Workload(64), args)
     assert seen["TRITON_CACHE_DIR"]
     assert row.fwd_ms == 1.0 and row.fwdbwd_ms == 2.0
+
+
+def test_memory_sweep_plot(tmp_path):
+    results = [dict(memory_sweep={"kvax (ours)": dict(longest=1 << 20, stopped="x"),
+                                  "cudnn": dict(longest=None, stopped="error at 16384")})]
+    bench.plot_memory_sweep(results, str(tmp_path))
+    assert (tmp_path / "memory.png").stat().st_size > 0
