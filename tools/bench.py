@@ -64,7 +64,7 @@ def parse_args(argv=None):
 def median_ms(fn, repeats):
     import jax
 
-    for _ in range(3):
+    for _ in range(min(3, repeats)):  # warm-up (compiles on the first call)
         jax.block_until_ready(fn())
     times = []
     for _ in range(repeats):
