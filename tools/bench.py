@@ -27,6 +27,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_cp import run_cp  # noqa: E402
 from workloads import PADDING_SEGMENT_ID, Workload, inputs, sample_rows  # noqa: E402
 
 MODES = ("mha", "mha_bwd", "mha_cp", "mha_cp_bwd")
@@ -58,6 +59,12 @@ def parse_args(argv=None):
                         "forward+backward on one device, doubling from the first --seq-lens "
                         "value until out of memory (or --max-seq-len)")
     p.add_argument("--max-seq-len", type=int, default=1 << 21)
+    p.add_argument("--cp-sizes", type=int, nargs="+", default=None,
+                   help="mha_cp modes: context sizes to compare (default: all local devices); "
+                        "1 is the single-device baseline")
+    p.add_argument("--doc-len", type=int, default=None,
+                   help="average document length: --num-segments becomes seq_len / doc_len, so "
+                        "every length of a sweep has documents of the same size")
     return p.parse_args(argv)
 
 
@@ -325,71 +332,6 @@ def plot(results, out_dir):
         print(f"plot written to {path}")
 
 
-def run_cp(args, devices=None):
-    """Context parallelism over every local device against one device: per-device throughput,
-    the slowest and fastest shard's work (load balance) and the mask per shard."""
-    import jax
-    import jax.numpy as jnp
-
-    from kvax.ops import create_attention_mask, flash_attention
-    from kvax.utils import (attention_specs, permute_tokens_context_parallelism,
-                            unpermute_tokens_context_parallelism)
-
-    devices = devices or jax.devices()
-    cp = len(devices)
-    mesh = jax.sharding.Mesh(np.asarray(devices), ("context",))
-    permute = args.permute_tokens_for_load_balance == "true"
-    results = []
-    for seq_len in args.seq_lens or [131072]:
-        w = Workload(seq_len, args.num_segments, args.num_pad_tokens, args.batch, args.heads,
-                     args.kv_heads, args.head_dim, args.dtype)
-        q, k, v, pos, seg = inputs(w)
-        dt = jnp.dtype(w.dtype)
-        q, k, v = (jnp.asarray(x, dt) for x in (q, k, v))
-        pos, seg = jnp.asarray(pos), jnp.asarray(seg)
-        scale = w.head_dim ** -0.5
-
-        def step(q, k, v, backward):
-            with attention_specs((None, "context", None, None), (None, None, None, None)):
-                qp, qs = pos, seg
-                if permute:
-                    q, k, v, qp, qs = permute_tokens_context_parallelism((q, k, v, qp, qs),
-                                                                         mesh=mesh)
-                masks = create_attention_mask(qp, qs, pos, seg, calc_bwd_mask=True, mesh=mesh)
-
-                def attn(q, k, v):
-                    return flash_attention(q, k, v, qp, qs, pos, seg, mask=masks, scale=scale,
-                                           permute_tokens_for_load_balance=permute, mesh=mesh)
-
-                if not backward:
-                    out = attn(q, k, v)
-                    return (unpermute_tokens_context_parallelism(out, mesh=mesh)
-                            if permute else out), masks
-                out, vjp = jax.vjp(attn, q, k, v)
-                return vjp(jnp.ones_like(out)), masks
-
-        fwd = jax.jit(lambda q, k, v: step(q, k, v, False))
-        fwdbwd = jax.jit(lambda q, k, v: step(q, k, v, True))
-        _, masks = fwd(q, k, v)
-        # load balance: visited blocks of each shard's rows in the forward mask
-        classes = masks[0].block_classes(0)
-        per_shard = [int(np.count_nonzero(c)) for c in np.array_split(classes, cp, axis=0)]
-        row = Row(f"kvax cp={cp}{' permuted' if permute else ''}", seq_len)
-        row.fwd_ms = median_ms(lambda: fwd(q, k, v)[0], args.repeats)
-        if args.mode.endswith("bwd"):
-            row.fwdbwd_ms = median_ms(lambda: fwdbwd(q, k, v)[0], args.repeats)
-        row.fwd_tflops = w.flops(False) / row.fwd_ms / 1e9 / cp
-        if row.fwdbwd_ms:
-            row.fwdbwd_tflops = w.flops(True) / row.fwdbwd_ms / 1e9 / cp
-        print(f"\n{w.name}, context parallel over {cp} devices (TF/s per device); visited blocks "
-              f"per shard: {per_shard}, slowest/fastest = {max(per_shard) / max(min(per_shard), 1):.3f}")
-        print_table([row], w, 0.0)
-        results.append(dict(workload=dataclasses.asdict(w), name=w.name, devices=cp,
-                            permuted=permute, visited_blocks_per_shard=per_shard,
-                            rows=[dataclasses.asdict(row)]))
-    return results
-
-
 def is_out_of_memory(err: BaseException) -> bool:
     text = f"{type(err).__name__}: {err}"
     return any(m in text for m in ("RESOURCE_EXHAUSTED", "Out of memory", "out of memory",
@@ -502,7 +444,7 @@ def main(argv=None):
     if args.memory_sweep:
         results = run_memory_sweep(args)
     elif args.mode.startswith("mha_cp"):
-        results = run_cp(args)
+        results = run_cp(args, median_ms)
     else:
         results = run_gpu(args)
     meta = dict(date=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),

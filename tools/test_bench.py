@@ -20,16 +20,22 @@ def test_cpu_main_job_checks_against_reference(tmp_path, capsys):
 
 
 def test_context_parallel_mode_on_fake_devices(tmp_path, capsys):
-    args = bench.parse_args(["mha_cp_bwd", "--seq-lens", "256", "--num-segments", "2",
+    args = bench.parse_args(["mha_cp_bwd", "--seq-lens", "256", "--doc-len", "100",
                              "--num-pad-tokens", "16", "--heads", "4", "--kv-heads", "2",
                              "--head-dim", "16", "--dtype", "float32", "--repeats", "1",
-                             "--out", str(tmp_path)])
-    results = bench.run_cp(args, devices=jax.devices("cpu")[:4])
-    (res,) = results
-    assert res["devices"] == 4 and res["permuted"]
-    assert len(res["visited_blocks_per_shard"]) == 4
-    assert res["rows"][0]["fwd_ms"] > 0 and res["rows"][0]["fwdbwd_ms"] > 0
-    assert "context parallel over 4 devices" in capsys.readouterr().out
+                             "--cp-sizes", "1", "4", "--out", str(tmp_path)])
+    (res,) = bench.run_cp(args, bench.median_ms, devices=jax.devices("cpu")[:4])
+    one, four = res["cp"]
+    assert one["devices"] == 1 and four["devices"] == 4 and four["permuted"]
+    assert one["workload"]["num_segments"] == 3  # 256 / 100, rounded
+    assert len(four["shard_fwd_ms"]) == 4 and len(four["shard_fwdbwd_ms"]) == 4
+    assert four["rel_err_vs_one_device"] < 1e-5  # the sharded result is one device's
+    for key in ("fwd_ms", "fwdbwd_ms", "allgather_ms", "allgather_reducescatter_ms",
+                "shard_fwdbwd_slowest_over_fastest", "collectives_share_fwdbwd",
+                "fwdbwd_vs_one_device_first_length"):
+        assert four[key] > 0, key
+    assert (tmp_path / "cp_results.jsonl").read_text().count("\n") == 2
+    assert "cp=4" in capsys.readouterr().out
 
 
 def test_workload_flops_count_allowed_pairs():

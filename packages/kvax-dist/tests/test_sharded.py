@@ -14,27 +14,37 @@ from kvax.utils import (
     unpermute_tokens_context_parallelism,
 )
 from kvax_testing import packed_batch
+from kvax_testing.mesh import fake_mesh as cpu_mesh
 
 P16 = FlashAttentionParamsConfig(query_block_size=16, kv_block_size=16)
 
-LAYOUTS = {
-    # name: (mesh shape, axis names, query_specs, kv_specs, (N, K))
-    "dp8": ((8,), ("data",), ("data", None, None, None), ("data", None, None, None), (4, 2)),
-    "cp8": ((8,), ("context",), (None, "context", None, None), (None, None, None, None), (4, 2)),
-    "dp2xcp4": ((2, 4), ("data", "context"), ("data", "context", None, None),
-                ("data", None, None, None), (4, 2)),
-    "dp2xtp4": ((2, 4), ("data", "model"), ("data", None, "model", None),
-                ("data", None, "model", None), (8, 4)),
-    "dp2xtp4-kv-replicated": ((2, 4), ("data", "model"), ("data", None, "model", None),
-                              ("data", None, None, None), (8, 2)),
-    "hsdp2x2xcp2": ((2, 2, 2), ("dp", "fsdp", "context"), (("dp", "fsdp"), "context", None, None),
-                    (("dp", "fsdp"), None, None, None), (4, 1)),
-}
+def layouts(devices: int) -> dict:
+    """name: (mesh shape, axis names, query_specs, kv_specs, (N, K)) for a device count (8 fake
+    CPU devices in CI; 2 or 4 GPUs on the GPU machine, where some axes shrink to size 1)."""
+    half = devices // 2
+    return {
+        "dp": ((devices,), ("data",), ("data", None, None, None), ("data", None, None, None),
+               (4, 2)),
+        "cp": ((devices,), ("context",), (None, "context", None, None), (None, None, None, None),
+               (4, 2)),
+        "dp-x-cp": ((2, half), ("data", "context"), ("data", "context", None, None),
+                    ("data", None, None, None), (4, 2)),
+        "dp-x-tp": ((2, half), ("data", "model"), ("data", None, "model", None),
+                    ("data", None, "model", None), (2 * half, half)),
+        "dp-x-tp-kv-replicated": ((2, half), ("data", "model"), ("data", None, "model", None),
+                                  ("data", None, None, None), (2 * half, max(1, half // 2))),
+        "hsdp-x-cp": ((max(1, devices // 4), min(2, half), 2), ("dp", "fsdp", "context"),
+                      (("dp", "fsdp"), "context", None, None), (("dp", "fsdp"), None, None, None),
+                      (4, 1)),
+    }
 
 
-def run(layout, batch, permute, use_mask=True, mesh=None, fake_mesh=None):
+LAYOUTS = layouts(8)
+
+
+def run(layout, batch, permute, use_mask=True, mesh=None, fake_mesh=None, devices=8):
     """The original README's usage; the legacy `with mesh:` unless a mesh is set outside."""
-    shape, names, q_specs, kv_specs, _ = LAYOUTS[layout]
+    shape, names, q_specs, kv_specs, _ = layouts(devices)[layout]
     legacy = mesh is None
     mesh = fake_mesh(shape, names) if legacy else mesh
     qp, qs, kp, ks = (jnp.asarray(a) for a in batch.layout.arrays)
@@ -84,24 +94,31 @@ CASES = [(name, False) for name in LAYOUTS] + [
 
 @pytest.mark.parametrize("layout,permute", CASES,
                          ids=[f"{n}-{'permuted' if p else 'in-order'}" for n, p in CASES])
-def test_layout_equals_single_device(layout, permute, fake_mesh):
-    shape, names, q_specs, _, (n, k) = LAYOUTS[layout]
+def test_layout_equals_single_device(layout, permute, fake_mesh, mesh_device_count):
+    devices = min(mesh_device_count, 8)
+    if devices < 2 or devices % 2:
+        pytest.skip(f"sharded layouts need an even number of devices, have {devices}")
+    shape, names, q_specs, _, (n, k) = layouts(devices)[layout]
     batch = packed_batch(hash((layout, permute)) % 1000, batch=8 if "dp" in layout else 2,
                          kv_len=128, num_heads=n, num_kv_heads=k, head_dim=16,
                          num_docs=(2, 5), pad_tokens=(0, 30), dtype="float32",
                          poison_padding=False)
-    assert_same(batch, run(layout, batch, permute, fake_mesh=fake_mesh))
+    assert_same(batch, run(layout, batch, permute, fake_mesh=fake_mesh, devices=devices))
 
 
-def test_set_mesh_and_mask_built_inside(fake_mesh):
+def test_set_mesh_and_mask_built_inside(fake_mesh, mesh_device_count):
     batch = packed_batch(5, batch=2, kv_len=96, num_heads=4, num_kv_heads=2, head_dim=16,
                          num_docs=3, pad_tokens=9, dtype="float32")
-    mesh = fake_mesh((2, 4), ("data", "context"))
+    devices = min(mesh_device_count, 8)
+    mesh = fake_mesh((2, devices // 2), ("data", "context"))
     with jax.set_mesh(mesh):
-        assert_same(batch, run("dp2xcp4", batch, permute=True, use_mask=False, mesh=mesh))
+        assert_same(batch, run("dp-x-cp", batch, permute=True, use_mask=False, mesh=mesh,
+                               devices=devices))
 
 
-def test_errors_before_lowering(fake_mesh):
+def test_errors_before_lowering():
+    """Raised before anything is lowered, so CPU devices serve on any machine."""
+    fake_mesh = cpu_mesh
     batch = packed_batch(6, batch=2, kv_len=96, num_heads=4, num_kv_heads=2, head_dim=16)
     q, k, v = (jnp.asarray(x) for x in (batch.query, batch.key, batch.value))
     layout = [jnp.asarray(a) for a in batch.layout.arrays]
@@ -133,8 +150,8 @@ def test_errors_before_lowering(fake_mesh):
             flash_attention(q, k, v, *layout, mesh=fake_mesh((8,), ("context",)))
 
 
-def test_permutation_round_trip_and_balance(fake_mesh):
-    mesh = fake_mesh((4,), ("context",))
+def test_permutation_round_trip_and_balance():
+    mesh = cpu_mesh((4,), ("context",))
     x = jnp.arange(2 * 16).reshape(2, 16)
     with attention_specs((None, "context", None, None), (None, None, None, None)):
         perm = permute_tokens_context_parallelism(x, mesh=mesh)

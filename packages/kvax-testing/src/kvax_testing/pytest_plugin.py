@@ -47,6 +47,15 @@ def fake_device_count(pytestconfig) -> int:
     return pytestconfig._kvax_fake_devices
 
 
+@pytest.fixture(scope="session")
+def mesh_device_count(pytestconfig) -> int:
+    """How many devices fake_mesh can use: the fake CPU devices, or the real GPUs with
+    --kvax-mesh-platform gpu (so sharded tests can size their meshes to 2 or 4 GPUs)."""
+    import jax
+
+    return len(jax.devices(pytestconfig.getoption("--kvax-mesh-platform")))
+
+
 @pytest.fixture
 def fake_mesh(pytestconfig):
     """Factory: fake_mesh((2, 4), ("data", "context")) -> a jax Mesh of fake CPU devices (of real
