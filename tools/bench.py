@@ -52,7 +52,10 @@ def parse_args(argv=None):
     p.add_argument("--peers", default=",".join(PEERS), help="comma-separated subset of " + ",".join(PEERS))
     p.add_argument("--repeats", type=int, default=10)
     p.add_argument("--show-attention-mask", action="store_true")
-    p.add_argument("--permute-tokens-for-load-balance", default="true", choices=("true", "false"))
+    p.add_argument("--permute-tokens-for-load-balance", default="true",
+                   choices=("true", "false", "striped"),
+                   help="mha_cp modes: true = Llama 3 chunks (the original's), striped = every "
+                        "cp-th token per shard (balanced for any document layout)")
     p.add_argument("--out", default="bench-out", help="folder for results.json and plots")
     p.add_argument("--memory-sweep", action="store_true",
                    help="instead of timing: the longest sequence each JAX implementation runs "

@@ -78,9 +78,11 @@ def context_parallel(w: Workload, host, cp: int, devices, args, median_ms, sampl
     mesh = jax.sharding.Mesh(np.asarray(devices[:cp]), ("context",))
     seq = NamedSharding(mesh, P(None, "context"))
     rep = NamedSharding(mesh, P())
-    permute = args.permute_tokens_for_load_balance == "true"
-    order = (lambda x: permutation.permute(x, cp)) if permute else (lambda x: x)
-    unorder = (lambda x: permutation.unpermute(x, cp)) if permute else (lambda x: x)
+    permute = {"true": True, "false": False, "striped": "striped"}[
+        args.permute_tokens_for_load_balance]
+    strategy = "striped" if permute == "striped" else "chunks"
+    order = (lambda x: permutation.permute(x, cp, strategy)) if permute else (lambda x: x)
+    unorder = (lambda x: permutation.unpermute(x, cp, strategy)) if permute else (lambda x: x)
     perm = lambda x: np.asarray(order(jnp.asarray(x)))  # noqa: E731
     qp_, qs_ = perm(pos), perm(seg)
     qd, kd, vd, dd = (jax.device_put(perm(x), seq) for x in (q, k, v, dout))
@@ -173,7 +175,7 @@ def run_cp(args, median_ms, devices=None):
             if cp == 1:
                 ref = sampled
             rec.update(workload=dataclasses.asdict(w), name=w.name, seq_len=seq_len,
-                       devices=cp, permuted=cp > 1 and args.permute_tokens_for_load_balance == "true", device_kind=devices[0].device_kind,
+                       devices=cp, permuted=args.permute_tokens_for_load_balance if cp > 1 else "false", device_kind=devices[0].device_kind,
                        allowed_pairs=w.allowed_pairs())
             rec["fwd_tflops_per_device"] = w.flops(False) / rec["fwd_ms"] / 1e9 / cp
             if rec.get("fwdbwd_ms"):

@@ -26,7 +26,7 @@ def test_context_parallel_mode_on_fake_devices(tmp_path, capsys):
                              "--cp-sizes", "1", "4", "--out", str(tmp_path)])
     (res,) = bench.run_cp(args, bench.median_ms, devices=jax.devices("cpu")[:4])
     one, four = res["cp"]
-    assert one["devices"] == 1 and four["devices"] == 4 and four["permuted"]
+    assert one["devices"] == 1 and four["devices"] == 4 and four["permuted"] == "true"
     assert one["workload"]["num_segments"] == 3  # 256 / 100, rounded
     assert len(four["shard_fwd_ms"]) == 4 and len(four["shard_fwdbwd_ms"]) == 4
     assert four["rel_err_vs_one_device"] < 1e-5  # the sharded result is one device's
@@ -36,6 +36,16 @@ def test_context_parallel_mode_on_fake_devices(tmp_path, capsys):
         assert four[key] > 0, key
     assert (tmp_path / "cp_results.jsonl").read_text().count("\n") == 2
     assert "cp=4" in capsys.readouterr().out
+
+
+def test_context_parallel_striped_matches_one_device(tmp_path):
+    args = bench.parse_args(["mha_cp", "--seq-lens", "256", "--doc-len", "60", "--num-pad-tokens", "9", "--heads", "4",
+                             "--kv-heads", "2", "--head-dim", "16", "--dtype", "float32",
+                             "--repeats", "1", "--cp-sizes", "1", "2", "--out", str(tmp_path),
+                             "--permute-tokens-for-load-balance", "striped"])
+    (res,) = bench.run_cp(args, bench.median_ms, devices=jax.devices("cpu")[:2])
+    assert res["cp"][1]["permuted"] == "striped"
+    assert res["cp"][1]["rel_err_vs_one_device"] < 1e-5
 
 
 def test_workload_flops_count_allowed_pairs():

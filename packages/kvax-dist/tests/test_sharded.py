@@ -55,7 +55,8 @@ def run(layout, batch, permute, use_mask=True, mesh=None, fake_mesh=None, device
         with (mesh if legacy else contextlib.nullcontext()), \
                 attention_specs(query_specs=q_specs, kv_specs=kv_specs):
             if permute:
-                q, k, v, qp_, qs_ = permute_tokens_context_parallelism((q, k, v, qp, qs))
+                q, k, v, qp_, qs_ = permute_tokens_context_parallelism((q, k, v, qp, qs),
+                                                                       strategy=permute)
             else:
                 qp_, qs_ = qp, qs
             masks = (create_attention_mask(qp_, qs_, kp, ks, fwd_params=P16, bwd_params=P16,
@@ -63,7 +64,7 @@ def run(layout, batch, permute, use_mask=True, mesh=None, fake_mesh=None, device
             out = flash_attention(q, k, v, qp_, qs_, kp, ks, mask=masks, scale=0.3,
                                   fwd_params=P16, bwd_params=P16,
                                   permute_tokens_for_load_balance=permute)
-            return unpermute_tokens_context_parallelism(out) if permute else out
+            return unpermute_tokens_context_parallelism(out, strategy=permute) if permute else out
 
     return jax.jit(sharded)
 
@@ -89,11 +90,12 @@ def assert_same(batch, sharded_fn):
 
 # permutation applies to context-parallel layouts only
 CASES = [(name, False) for name in LAYOUTS] + [
-    (name, True) for name, spec in LAYOUTS.items() if spec[2][1] is not None]
+    (name, True) for name, spec in LAYOUTS.items() if spec[2][1] is not None] + [
+    ("cp", "striped"), ("dp-x-cp", "striped")]
+CASE_IDS = [f"{n}-{'in-order' if p is False else 'chunks' if p is True else p}" for n, p in CASES]
 
 
-@pytest.mark.parametrize("layout,permute", CASES,
-                         ids=[f"{n}-{'permuted' if p else 'in-order'}" for n, p in CASES])
+@pytest.mark.parametrize("layout,permute", CASES, ids=CASE_IDS)
 def test_layout_equals_single_device(layout, permute, fake_mesh, mesh_device_count):
     devices = min(mesh_device_count, 8)
     if devices < 2 or devices % 2:
@@ -153,6 +155,13 @@ def test_errors_before_lowering():
 def test_permutation_round_trip_and_balance():
     mesh = cpu_mesh((4,), ("context",))
     x = jnp.arange(2 * 16).reshape(2, 16)
+    with attention_specs((None, "context", None, None), (None, None, None, None)):
+        striped = permute_tokens_context_parallelism(x, mesh=mesh, strategy="striped")
+        np.testing.assert_array_equal(striped[0, :4], [0, 4, 8, 12])  # shard 0: every 4th
+        np.testing.assert_array_equal(
+            unpermute_tokens_context_parallelism(striped, mesh=mesh, strategy="striped"), x)
+        with pytest.raises(ValueError, match="strategy must be"):
+            permute_tokens_context_parallelism(x, mesh=mesh, strategy="zigzag")
     with attention_specs((None, "context", None, None), (None, None, None, None)):
         perm = permute_tokens_context_parallelism(x, mesh=mesh)
         np.testing.assert_array_equal(perm[0, :4], [0, 1, 14, 15])  # shard 0: chunks 0 and 7

@@ -96,10 +96,13 @@ def flash_attention(query, key, value, query_positions, query_segment_ids, kv_po
     if tp_kv == 1 and tp_q > 1 and n_local % group and group % n_local:
         raise ValueError(f"query heads per shard ({n_local}) and the GQA group ({group}) must "
                          "divide one another when kv heads are not sharded")
-    permuted = bool(permute_tokens_for_load_balance) and cp > 1
+    strategy = (permutation.check_strategy(permute_tokens_for_load_balance)
+                if permute_tokens_for_load_balance is not False else None)
+    permuted = strategy is not None and cp > 1
     if cp > 1:
-        _check_divisible("query sequence length", t, 2 * cp if permuted else cp,
-                         "2 x context size" if permuted else "the context size")
+        chunked = permuted and strategy == "chunks"
+        _check_divisible("query sequence length", t, 2 * cp if chunked else cp,
+                         "2 x context size" if chunked else "the context size")
         if t != s:
             raise NotImplementedError(f"context parallelism needs query and kv lengths equal, "
                                       f"got T={t}, S={s}")
@@ -122,7 +125,8 @@ def flash_attention(query, key, value, query_positions, query_segment_ids, kv_po
             k = jax.lax.all_gather(k, specs.context, axis=1, tiled=True)
             v = jax.lax.all_gather(v, specs.context, axis=1, tiled=True)
             if permuted:  # gathered in permuted order; kv positions come in original order
-                k, v = permutation.unpermute(k, cp), permutation.unpermute(v, cp)
+                k = permutation.unpermute(k, cp, strategy)
+                v = permutation.unpermute(v, cp, strategy)
         if tp_q > 1 and tp_kv == 1:
             k, v = _kv_heads_for_shard(k, v, q.shape[2], group, head_axes)
         return flash_attention_local(

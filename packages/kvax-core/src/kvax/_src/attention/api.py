@@ -190,7 +190,7 @@ def flash_attention(
     bwd_params: FlashAttentionParamsConfig | None = None,
     assume_sequential_positions: bool = False,
     memory_optimized_gqa_backward: bool = False,
-    permute_tokens_for_load_balance: bool = True,
+    permute_tokens_for_load_balance: bool | str = True,
     debug: bool = False,
     mesh: jax.sharding.Mesh | None = None,
     *,
@@ -204,6 +204,9 @@ def flash_attention(
     promises positions arange(T) and arange(S) and skips loading them. `backend`: "auto" picks the
     Triton kernels on a GPU and the pure-JAX blockwise path elsewhere; "triton" or "xla" forces one.
     Returns [B, T, N, Hv] in the inputs' dtype. Differentiable in query, key and value.
+    With context parallelism (kvax-dist), `permute_tokens_for_load_balance` says how the tokens
+    were permuted: True or "chunks" (Llama 3, the original's), "striped" (balanced for any
+    document layout), False (not permuted).
     """
     dist = _dist(mesh)
     if dist is not None:
