@@ -457,7 +457,7 @@ def main(argv=None):
         json.dump(dict(meta=meta, results=results), f, indent=1)
     if args.memory_sweep:
         plot_memory_sweep(results, args.out)
-    else:
+    elif not args.mode.startswith("mha_cp"):  # cp results: the table above and results.json
         plot(results, args.out)
 
 

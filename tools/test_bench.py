@@ -39,10 +39,11 @@ def test_context_parallel_mode_on_fake_devices(tmp_path, capsys):
 
 
 def test_context_parallel_striped_matches_one_device(tmp_path):
-    args = bench.parse_args(["mha_cp", "--seq-lens", "256", "--doc-len", "60", "--num-pad-tokens", "9", "--heads", "4",
-                             "--kv-heads", "2", "--head-dim", "16", "--dtype", "float32",
-                             "--repeats", "1", "--cp-sizes", "1", "2", "--out", str(tmp_path),
-                             "--permute-tokens-for-load-balance", "striped"])
+    args = bench.parse_args([
+        "mha_cp", "--seq-lens", "256", "--doc-len", "60", "--num-pad-tokens", "9",
+        "--heads", "4", "--kv-heads", "2", "--head-dim", "16", "--dtype", "float32",
+        "--repeats", "1", "--cp-sizes", "1", "2", "--out", str(tmp_path),
+        "--permute-tokens-for-load-balance", "striped"])
     (res,) = bench.run_cp(args, bench.median_ms, devices=jax.devices("cpu")[:2])
     assert res["cp"][1]["permuted"] == "striped"
     assert res["cp"][1]["rel_err_vs_one_device"] < 1e-5
