@@ -94,31 +94,26 @@ def main():
     bwd_default = default_params(kind, backward=True)
     print(f"{kind}, {w.name}, {w.allowed_pairs():,} allowed pairs")
 
-    base = None
+    def sweep(backward, candidates):
+        """Time each candidate; the first one's result is the reference for the rest."""
+        base = None
+        for params in candidates:
+            fp, bp = (fwd_default, params) if backward else (params, bwd_default)
+            name = f"{'fwd+bwd' if backward else 'fwd'} {params}"
+            rec, res = record(name, backward, lambda: run(name, fp, bp, backward))
+            if res is not None:
+                base = res if base is None else base
+                rec["rel_diff"] = diff(res, base)
+            print(json.dumps(rec), flush=True)
+
     fwd_params = [fwd_default, P(128, 64, 8, 3), P(128, 64, 4, 4), P(128, 128, 8, 2),
                   P(64, 128, 4, 3), P(128, 64, 8, 5)]
     if args.fwd is not None:
         fwd_params = [fwd_default] + [P(*map(int, c.split(","))) for c in args.fwd]
-    for fp in fwd_params:
-        name = f"fwd {fp}"
-        rec, res = record(name, False, lambda: run(name, fp, bwd_default, False))
-        if res is not None:
-            if base is None:
-                base = res
-            rec["rel_diff"] = diff(res, base)
-        print(json.dumps(rec), flush=True)
-
+    sweep(False, fwd_params)
     if not args.skip_bwd:
-        base = None
-        for bp in [bwd_default, P(32, 128, 8, 3), P(64, 64, 8, 3), P(32, 64, 4, 3),
-                   P(64, 128, 8, 2), P(32, 128, 8, 2), P(64, 64, 4, 3)]:
-            name = f"fwd+bwd {bp}"
-            rec, res = record(name, True, lambda: run(name, fwd_default, bp, True))
-            if res is not None:
-                if base is None:
-                    base = res
-                rec["rel_diff"] = diff(res, base)
-            print(json.dumps(rec), flush=True)
+        sweep(True, [bwd_default, P(32, 128, 8, 3), P(64, 64, 8, 3), P(32, 64, 4, 3),
+                     P(64, 128, 8, 2), P(32, 128, 8, 2), P(64, 64, 4, 3)])
 
     with open(args.out, "w") as f:
         json.dump(dict(device=kind, workload=w.name, records=records), f, indent=1)
