@@ -95,7 +95,7 @@ def choose_tiles(dtype, head_dim: int, value_head_dim: int, row_block: int, col_
     with the default 128x128 blocks serve float32 and head dims up to 256 too. Tiles hold at most
     32 KiB of one operand: 128 rows of 16-bit head dim 128, fewer for float32 or head dim 256.
     On Hopper the forward kernel visits 128-key blocks as two 64-key tiles pipelined two stages
-    deeper (num_stages + 2, at most 6): measured ~10% faster on an H100 than 128-key tiles with the
+    deeper (num_stages + 2, at most 6): measured 5-18% faster on an H100 than 128-key tiles with the
     same shared memory (tools/dev/tune.py; docs/bench/).
     """
     width = max(next_pow2(head_dim), next_pow2(value_head_dim)) * jnp.dtype(dtype).itemsize
