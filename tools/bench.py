@@ -28,6 +28,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_cp import run_cp  # noqa: E402
+from measure import median_ms, memory_gib, rel_err  # noqa: E402
 from workloads import PADDING_SEGMENT_ID, Workload, inputs, sample_rows  # noqa: E402
 
 MODES = ("mha", "mha_bwd", "mha_cp", "mha_cp_bwd")
@@ -71,19 +72,6 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
-def median_ms(fn, repeats):
-    import jax
-
-    for _ in range(min(3, repeats)):  # warm-up (compiles on the first call)
-        jax.block_until_ready(fn())
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(fn())
-        times.append((time.perf_counter() - start) * 1e3)
-    return float(np.median(times))
-
-
 @dataclasses.dataclass
 class Row:
     impl: str
@@ -97,19 +85,6 @@ class Row:
     rel_err_vs_ours: float | None = None
     skipped: str | None = None
     detail: str | None = None
-
-
-def _rel_err(a, b) -> float:
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
-
-
-def _memory_gib(jitted, *args) -> float | None:
-    try:
-        m = jitted.lower(*args).compile().memory_analysis()
-        return (m.temp_size_in_bytes + m.argument_size_in_bytes + m.output_size_in_bytes) / 2**30
-    except Exception:
-        return None
 
 
 def bench_ours(w: Workload, args):
@@ -141,9 +116,9 @@ def bench_ours(w: Workload, args):
     row.fwd_ms = median_ms(lambda: fwd(q, k, v, masks), args.repeats)
     if args.mode.endswith("bwd"):
         row.fwdbwd_ms = median_ms(lambda: fwdbwd(q, k, v, masks, dout), args.repeats)
-        row.peak_gib = _memory_gib(fwdbwd, q, k, v, masks, dout)
+        row.peak_gib = memory_gib(fwdbwd, q, k, v, masks, dout)
     else:
-        row.peak_gib = _memory_gib(fwd, q, k, v, masks)
+        row.peak_gib = memory_gib(fwd, q, k, v, masks)
     rows = sample_rows(w)
     sampled = np.asarray(out[rows[:, 0], rows[:, 1]], np.float32)
     visited = sum(int(np.count_nonzero(masks[0].block_classes(b))) for b in range(w.batch))
@@ -214,7 +189,7 @@ def _bench_jax_fn(name, attn, w, args, q, k, v):
     if args.mode.endswith("bwd"):
         dout = jnp.asarray(np.random.default_rng(3).standard_normal(out.shape), out.dtype)
         row.fwdbwd_ms = median_ms(lambda: fwdbwd(q, k, v, dout), args.repeats)
-        row.peak_gib = _memory_gib(fwdbwd, q, k, v, dout)
+        row.peak_gib = memory_gib(fwdbwd, q, k, v, dout)
     rows = sample_rows(w)
     return row, np.asarray(out[rows[:, 0], rows[:, 1]], np.float32)
 
@@ -263,7 +238,7 @@ def run_gpu(args):
                     row, out = bench_subprocess("kvax010", "kvax 0.1.0 (original)", w, args)
                 else:
                     raise RuntimeError(f"unknown peer {peer!r}")
-                row.rel_err_vs_ours = _rel_err(out, ours_out)
+                row.rel_err_vs_ours = rel_err(out, ours_out)
             except Exception as err:
                 row = Row(peer, seq_len, skipped=f"{type(err).__name__}: {str(err).splitlines()[0][:160]}")
                 row.detail = str(err)[-4000:]  # kept in results.json for debugging
@@ -447,7 +422,7 @@ def main(argv=None):
     if args.memory_sweep:
         results = run_memory_sweep(args)
     elif args.mode.startswith("mha_cp"):
-        results = run_cp(args, median_ms)
+        results = run_cp(args)
     else:
         results = run_gpu(args)
     meta = dict(date=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),

@@ -19,20 +19,8 @@ import os
 
 import numpy as np
 
+from measure import median_ms, memory_gib, rel_err
 from workloads import Workload, inputs, sample_rows
-
-
-def _rel_err(a, b) -> float:
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
-
-
-def _memory_gib(jitted, *args):
-    try:
-        m = jitted.lower(*args).compile().memory_analysis()
-        return (m.temp_size_in_bytes + m.argument_size_in_bytes + m.output_size_in_bytes) / 2**30
-    except Exception:  # noqa: BLE001 - not every backend reports it
-        return None
 
 
 def workload(args, seq_len: int) -> Workload:
@@ -41,7 +29,7 @@ def workload(args, seq_len: int) -> Workload:
                     args.head_dim, args.dtype)
 
 
-def single_device(w: Workload, arrays, args, median_ms, sample):
+def single_device(w: Workload, arrays, args, sample):
     """One device, no mesh: the baseline, and each shard's own work when given its queries."""
     import jax
 
@@ -60,12 +48,12 @@ def single_device(w: Workload, arrays, args, median_ms, sample):
     fwd_ms = median_ms(lambda: fwd(q, k, v), args.repeats)
     fwdbwd_ms = (median_ms(lambda: fwdbwd(q, k, v, dout), args.repeats)
                  if args.mode.endswith("bwd") else None)
-    mem = _memory_gib(fwdbwd, q, k, v, dout) if sample else None
+    mem = memory_gib(fwdbwd, q, k, v, dout) if sample else None
     return fwd_ms, fwdbwd_ms, mem, (np.asarray(out[sample[0], sample[1]], np.float32)
                                     if sample else None)
 
 
-def context_parallel(w: Workload, host, cp: int, devices, args, median_ms, sample):
+def context_parallel(w: Workload, host, cp: int, devices, args, sample):
     import jax
     import jax.numpy as jnp
     from jax.sharding import NamedSharding, PartitionSpec as P
@@ -106,7 +94,7 @@ def context_parallel(w: Workload, host, cp: int, devices, args, median_ms, sampl
     rec = dict(fwd_ms=median_ms(lambda: fwd(qd, kd, vd), args.repeats))
     if args.mode.endswith("bwd"):
         rec["fwdbwd_ms"] = median_ms(lambda: fwdbwd(qd, kd, vd, dd), args.repeats)
-    rec["compiled_gib_per_device"] = _memory_gib(fwdbwd, qd, kd, vd, dd)
+    rec["compiled_gib_per_device"] = memory_gib(fwdbwd, qd, kd, vd, dd)
     out = np.asarray(unorder(jnp.asarray(np.asarray(out))))
     rec["sample"] = out[sample[0], sample[1]].astype(np.float32)
 
@@ -136,14 +124,14 @@ def context_parallel(w: Workload, host, cp: int, devices, args, median_ms, sampl
         arrays = [jnp.asarray(perm(q)[:, rows]), jnp.asarray(k), jnp.asarray(v),
                   jnp.asarray(qp_[:, rows]), jnp.asarray(qs_[:, rows]), jnp.asarray(pos),
                   jnp.asarray(seg), jnp.asarray(perm(dout)[:, rows])]
-        f_ms, fb_ms, _, _ = single_device(w, arrays, args, median_ms, None)
+        f_ms, fb_ms, _, _ = single_device(w, arrays, args, None)
         shard_fwd.append(f_ms)
         shard_fwdbwd.append(fb_ms)
     rec.update(shard_fwd_ms=shard_fwd, shard_fwdbwd_ms=shard_fwdbwd)
     return rec
 
 
-def run_cp(args, median_ms, devices=None):
+def run_cp(args, devices=None):
     import jax
     import jax.numpy as jnp
 
@@ -165,25 +153,26 @@ def run_cp(args, median_ms, devices=None):
         for cp in sizes:
             if cp == 1:
                 arrays = [jnp.asarray(x) for x in (q, k, v, pos, seg, pos, seg, dout)]
-                f_ms, fb_ms, mem, out = single_device(w, arrays, args, median_ms, sample)
+                f_ms, fb_ms, mem, out = single_device(w, arrays, args, sample)
                 rec = dict(fwd_ms=f_ms, fwdbwd_ms=fb_ms, compiled_gib_per_device=mem,
                            sample=out)
             else:
-                rec = context_parallel(w, (q, k, v, pos, seg, dout), cp, devices, args,
-                                       median_ms, sample)
+                rec = context_parallel(w, (q, k, v, pos, seg, dout), cp, devices, args, sample)
             sampled = rec.pop("sample")
             if cp == 1:
                 ref = sampled
+            permuted = args.permute_tokens_for_load_balance if cp > 1 else "false"
             rec.update(workload=dataclasses.asdict(w), name=w.name, seq_len=seq_len,
-                       devices=cp, permuted=args.permute_tokens_for_load_balance if cp > 1 else "false", device_kind=devices[0].device_kind,
+                       devices=cp, permuted=permuted, device_kind=devices[0].device_kind,
                        allowed_pairs=w.allowed_pairs())
             rec["fwd_tflops_per_device"] = w.flops(False) / rec["fwd_ms"] / 1e9 / cp
             if rec.get("fwdbwd_ms"):
                 rec["fwdbwd_tflops_per_device"] = w.flops(True) / rec["fwdbwd_ms"] / 1e9 / cp
             if ref is not None and cp > 1:
-                rec["rel_err_vs_one_device"] = _rel_err(sampled, ref)
+                rec["rel_err_vs_one_device"] = rel_err(sampled, ref)
             if base is None and cp == 1:
                 base = rec
+            derive(rec, base)
             summarize(rec, base)
             with open(log_path, "a") as f:
                 f.write(json.dumps(rec) + "\n")
@@ -199,22 +188,15 @@ def run_cp(args, median_ms, devices=None):
     return [dict(cp=results, peak_gib_per_device_whole_run=peaks)]
 
 
-def summarize(rec, base):
-    cp = rec["devices"]
-    line = (f"{rec['name']} cp={cp}: fwd {rec['fwd_ms']:.2f} ms "
-            f"({rec['fwd_tflops_per_device']:.0f} TF/s/device)")
-    if rec.get("fwdbwd_ms"):
-        line += (f", fwd+bwd {rec['fwdbwd_ms']:.2f} ms "
-                 f"({rec['fwdbwd_tflops_per_device']:.0f} TF/s/device)")
+def derive(rec, base):
+    """Ratios from the measured times: per device against one device at the first length,
+    slowest over fastest shard, the collectives' share of the step."""
     if base is not None:
         for key in ("fwd_tflops_per_device", "fwdbwd_tflops_per_device"):
             if rec.get(key) and base.get(key):
                 rec[key.replace("tflops_per_device", "vs_one_device_first_length")] = (
                     rec[key] / base[key])
-        line += (f"; per device vs 1 device at {base['seq_len']}: "
-                 f"{rec.get('fwd_vs_one_device_first_length', float('nan')):.2f} fwd, "
-                 f"{rec.get('fwdbwd_vs_one_device_first_length', float('nan')):.2f} fwd+bwd")
-    if cp > 1:
+    if rec["devices"] > 1:
         for key in ("shard_fwd_ms", "shard_fwdbwd_ms"):
             times = [t for t in rec.get(key) or [] if t]
             if times:
@@ -222,12 +204,27 @@ def summarize(rec, base):
         rec["allgather_share_fwd"] = rec["allgather_ms"] / rec["fwd_ms"]
         if rec.get("fwdbwd_ms"):
             rec["collectives_share_fwdbwd"] = rec["allgather_reducescatter_ms"] / rec["fwdbwd_ms"]
-        line += (f"\n    shards slowest/fastest: fwd {rec.get('shard_fwd_slowest_over_fastest', 0):.3f}"
-                 f", fwd+bwd {rec.get('shard_fwdbwd_slowest_over_fastest', 0):.3f}; all-gather "
+
+
+def summarize(rec, base):
+    line = (f"{rec['name']} cp={rec['devices']}: fwd {rec['fwd_ms']:.2f} ms "
+            f"({rec['fwd_tflops_per_device']:.0f} TF/s/device)")
+    if rec.get("fwdbwd_ms"):
+        line += (f", fwd+bwd {rec['fwdbwd_ms']:.2f} ms "
+                 f"({rec['fwdbwd_tflops_per_device']:.0f} TF/s/device)")
+    if base is not None:
+        line += (f"; per device vs 1 device at {base['seq_len']}: "
+                 f"{rec.get('fwd_vs_one_device_first_length', float('nan')):.2f} fwd, "
+                 f"{rec.get('fwdbwd_vs_one_device_first_length', float('nan')):.2f} fwd+bwd")
+    if rec["devices"] > 1:
+        line += (f"\n    shards slowest/fastest: fwd "
+                 f"{rec.get('shard_fwd_slowest_over_fastest', 0):.3f}, fwd+bwd "
+                 f"{rec.get('shard_fwdbwd_slowest_over_fastest', 0):.3f}; all-gather "
                  f"{rec['allgather_ms']:.2f} ms ({100 * rec['allgather_share_fwd']:.1f}% of fwd), "
                  f"+reduce-scatter {rec['allgather_reducescatter_ms']:.2f} ms "
-                 f"({100 * rec.get('collectives_share_fwdbwd', 0):.1f}% of fwd+bwd); "
-                 f"error vs one device {rec.get('rel_err_vs_one_device', float('nan')):.2e}")
+                 f"({100 * rec.get('collectives_share_fwdbwd', 0):.1f}% of fwd+bwd)")
+        if "rel_err_vs_one_device" in rec:
+            line += f"; error vs one device {rec['rel_err_vs_one_device']:.2e}"
     if rec.get("compiled_gib_per_device"):
         line += f"; compiled memory {rec['compiled_gib_per_device']:.2f} GiB/device"
     print(line, flush=True)

@@ -24,7 +24,7 @@ def test_context_parallel_mode_on_fake_devices(tmp_path, capsys):
                              "--num-pad-tokens", "16", "--heads", "4", "--kv-heads", "2",
                              "--head-dim", "16", "--dtype", "float32", "--repeats", "1",
                              "--cp-sizes", "1", "4", "--out", str(tmp_path)])
-    (res,) = bench.run_cp(args, bench.median_ms, devices=jax.devices("cpu")[:4])
+    (res,) = bench.run_cp(args, devices=jax.devices("cpu")[:4])
     one, four = res["cp"]
     assert one["devices"] == 1 and four["devices"] == 4 and four["permuted"] == "true"
     assert one["workload"]["num_segments"] == 3  # 256 / 100, rounded
@@ -44,7 +44,7 @@ def test_context_parallel_striped_matches_one_device(tmp_path):
         "--heads", "4", "--kv-heads", "2", "--head-dim", "16", "--dtype", "float32",
         "--repeats", "1", "--cp-sizes", "1", "2", "--out", str(tmp_path),
         "--permute-tokens-for-load-balance", "striped"])
-    (res,) = bench.run_cp(args, bench.median_ms, devices=jax.devices("cpu")[:2])
+    (res,) = bench.run_cp(args, devices=jax.devices("cpu")[:2])
     assert res["cp"][1]["permuted"] == "striped"
     assert res["cp"][1]["rel_err_vs_one_device"] < 1e-5
 

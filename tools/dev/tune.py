@@ -19,7 +19,7 @@ import traceback
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from bench import median_ms  # noqa: E402
+from measure import median_ms  # noqa: E402
 from workloads import Workload, inputs  # noqa: E402
 
 

@@ -1,0 +1,38 @@
+"""Measurement helpers shared by the benchmark's single-device and context-parallel parts."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+
+def median_ms(fn, repeats):
+    """Median wall time of fn() in ms, waiting for its results; warm-up runs (the first compiles)
+    never outnumber the repeats."""
+    import jax
+
+    for _ in range(min(3, repeats)):
+        jax.block_until_ready(fn())
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(fn())
+        times.append((time.perf_counter() - start) * 1e3)
+    return float(np.median(times))
+
+
+def rel_err(a, b) -> float:
+    """Relative L2 difference of a from b, in float64."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
+
+
+def memory_gib(jitted, *args) -> float | None:
+    """Arguments + outputs + temporaries of the compiled program, per device (None where the
+    backend does not report it)."""
+    try:
+        m = jitted.lower(*args).compile().memory_analysis()
+        return (m.temp_size_in_bytes + m.argument_size_in_bytes + m.output_size_in_bytes) / 2**30
+    except Exception:  # noqa: BLE001 - not every backend reports it
+        return None
