@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.metadata
 import json
 import os
 import subprocess
@@ -29,7 +30,8 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_cp import run_cp  # noqa: E402
 from measure import median_ms, memory_gib, rel_err  # noqa: E402
-from workloads import PADDING_SEGMENT_ID, Workload, inputs, sample_rows  # noqa: E402
+from workloads import (PADDING_SEGMENT_ID, Workload, for_args, inputs,  # noqa: E402
+                       sample_rows, shapes)
 
 MODES = ("mha", "mha_bwd", "mha_cp", "mha_cp_bwd")
 # The environment as it was before jax_triton's import blanked TRITON_CACHE_DIR (it sets it to ""
@@ -50,7 +52,8 @@ def parse_args(argv=None):
     p.add_argument("--head-dim", type=int, default=128)
     p.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16", "float32"))
     p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--peers", default=",".join(PEERS), help="comma-separated subset of " + ",".join(PEERS))
+    p.add_argument("--peers", default=",".join(PEERS),
+                   help="comma-separated subset of " + ",".join(PEERS))
     p.add_argument("--repeats", type=int, default=10)
     p.add_argument("--show-attention-mask", action="store_true")
     p.add_argument("--permute-tokens-for-load-balance", default="true",
@@ -83,6 +86,7 @@ class Row:
     mask_ms: float | None = None
     peak_gib: float | None = None
     rel_err_vs_ours: float | None = None
+    wall_s: float | None = None  # this implementation's whole turn, compiles included
     skipped: str | None = None
     detail: str | None = None
 
@@ -127,78 +131,102 @@ def bench_ours(w: Workload, args):
     return row, sampled, masks, block_flops
 
 
+def cudnn_attention(w: Workload, memory_sweep: bool = False):
+    """(attention(q, k, v, mask), make_mask(pos, seg) or None): jax.nn.dot_product_attention as
+    its users call it, is_causal for one document, a dense mask for several."""
+    import jax
+
+    scale = w.head_dim ** -0.5
+    if w.num_segments == 1 and w.num_pad_tokens == 0:
+        def causal(q, k, v, mask=None):
+            return jax.nn.dot_product_attention(q, k, v, scale=scale, is_causal=True,
+                                                implementation="cudnn")
+        return causal, None
+    if w.seq_len > 32768 and not memory_sweep:
+        raise RuntimeError(f"a dense [{w.seq_len}x{w.seq_len}] mask is what cuDNN users must "
+                           "pass for documents; skipped above 32k tokens (memory)")
+
+    def make_mask(pos, seg):
+        return ((seg[:, :, None] == seg[:, None, :]) & (seg[:, :, None] != PADDING_SEGMENT_ID)
+                & (pos[:, :, None] >= pos[:, None, :]))[:, None]
+
+    def dense(q, k, v, mask):
+        return jax.nn.dot_product_attention(q, k, v, scale=scale, mask=mask,
+                                            implementation="cudnn")
+    return dense, make_mask
+
+
+def pallas_attention(w: Workload):
+    """attention(q, k, v, segment_ids) through JAX's Pallas GPU kernel; it takes as many key and
+    value heads as query heads (no GQA), so callers repeat them."""
+    from jax.experimental.pallas.ops.gpu import attention as pallas
+
+    scale = w.head_dim ** -0.5
+
+    def attn(q, k, v, seg):
+        return pallas.mha(q, k, v, segment_ids=seg, sm_scale=scale, causal=True)
+    return attn
+
+
 def bench_cudnn(w: Workload, args):
     import jax
     import jax.numpy as jnp
 
+    attn, make_mask = cudnn_attention(w)
     q, k, v, pos, seg = inputs(w)
+    mask, mask_ms = None, None
+    if make_mask is not None:
+        make = jax.jit(make_mask)
+        pos, seg = jnp.asarray(pos), jnp.asarray(seg)
+        mask = make(pos, seg)
+        mask_ms = median_ms(lambda: make(pos, seg), args.repeats)
     dt = jnp.dtype(w.dtype)
-    q, k, v = (jnp.asarray(x, dt) for x in (q, k, v))
-    scale = w.head_dim ** -0.5
-    one_doc = w.num_segments == 1 and w.num_pad_tokens == 0
-    if one_doc:
-        def attn(q, k, v):
-            return jax.nn.dot_product_attention(q, k, v, scale=scale, is_causal=True,
-                                                implementation="cudnn")
-    else:
-        if w.seq_len > 32768 and not getattr(args, "memory_sweep", False):
-            raise RuntimeError(f"a dense [{w.seq_len}x{w.seq_len}] mask is what cuDNN users must "
-                               "pass for documents; skipped above 32k tokens (memory)")
-        pos_j, seg_j = jnp.asarray(pos), jnp.asarray(seg)
-        allowed = ((seg_j[:, :, None] == seg_j[:, None, :]) & (seg_j[:, :, None] != -1)
-                   & (pos_j[:, :, None] >= pos_j[:, None, :]))[:, None]
-
-        def attn(q, k, v):
-            return jax.nn.dot_product_attention(q, k, v, scale=scale, mask=allowed,
-                                                implementation="cudnn")
-    return _bench_jax_fn("cuDNN (jax.nn)", attn, w, args, q, k, v)
+    row, out = _bench_jax_fn("cuDNN (jax.nn)", attn, w, args,
+                             *(jnp.asarray(x, dt) for x in (q, k, v)), mask)
+    row.mask_ms = mask_ms
+    return row, out
 
 
 def bench_pallas(w: Workload, args):
-    import jax
     import jax.numpy as jnp
-    from jax.experimental.pallas.ops.gpu import attention as pallas_attention
 
     q, k, v, pos, seg = inputs(w)
     dt = jnp.dtype(w.dtype)
     group = w.num_heads // w.num_kv_heads
-    q = jnp.asarray(q, dt)
-    k, v = (jnp.repeat(jnp.asarray(x, dt), group, axis=2) for x in (k, v))  # MHA only
-    seg_j = jnp.asarray(seg)
-    scale = w.head_dim ** -0.5
-
-    def attn(q, k, v):
-        return pallas_attention.mha(q, k, v, segment_ids=seg_j, sm_scale=scale, causal=True)
-    return _bench_jax_fn("Pallas GPU (jax)", attn, w, args, q, k, v)
+    k, v = (jnp.repeat(jnp.asarray(x, dt), group, axis=2) for x in (k, v))
+    return _bench_jax_fn("Pallas GPU (jax)", pallas_attention(w), w, args, jnp.asarray(q, dt),
+                         k, v, jnp.asarray(seg))
 
 
-def _bench_jax_fn(name, attn, w, args, q, k, v):
+def _bench_jax_fn(name, attn, w, args, q, k, v, extra):
+    """Times attn(q, k, v, extra) forward and forward+backward (gradients of q, k, v)."""
     import jax
     import jax.numpy as jnp
 
     fwd = jax.jit(attn)
 
     @jax.jit
-    def fwdbwd(q, k, v, dout):
-        _, vjp = jax.vjp(attn, q, k, v)
+    def fwdbwd(q, k, v, extra, dout):
+        _, vjp = jax.vjp(lambda q, k, v: attn(q, k, v, extra), q, k, v)
         return vjp(dout)
 
-    out = fwd(q, k, v)
+    out = fwd(q, k, v, extra)
     row = Row(name, w.seq_len)
-    row.fwd_ms = median_ms(lambda: fwd(q, k, v), args.repeats)
+    row.fwd_ms = median_ms(lambda: fwd(q, k, v, extra), args.repeats)
     if args.mode.endswith("bwd"):
         dout = jnp.asarray(np.random.default_rng(3).standard_normal(out.shape), out.dtype)
-        row.fwdbwd_ms = median_ms(lambda: fwdbwd(q, k, v, dout), args.repeats)
-        row.peak_gib = memory_gib(fwdbwd, q, k, v, dout)
+        row.fwdbwd_ms = median_ms(lambda: fwdbwd(q, k, v, extra, dout), args.repeats)
+        row.peak_gib = memory_gib(fwdbwd, q, k, v, extra, dout)
     rows = sample_rows(w)
     return row, np.asarray(out[rows[:, 0], rows[:, 1]], np.float32)
 
 
-def bench_subprocess(which, name, w: Workload, args):
+def run_peer_process(which, w: Workload, once=False) -> dict:
+    """tools/peers.py in its own process; its result, or RuntimeError with the peer's reason."""
     with tempfile.TemporaryDirectory() as tmp:
         out_json = os.path.join(tmp, "out.json")
         cmd = [sys.executable, os.path.join(os.path.dirname(__file__), "peers.py"), which,
-               json.dumps(dataclasses.asdict(w)), out_json]
+               json.dumps(dataclasses.asdict(w)), out_json] + (["--once"] if once else [])
         env = dict(PEER_ENV)
         if not env.get("TRITON_CACHE_DIR"):
             env["TRITON_CACHE_DIR"] = os.path.join(tmp, "triton-cache")
@@ -210,51 +238,63 @@ def bench_subprocess(which, name, w: Workload, args):
     if "skipped" in res:
         tail = proc.stderr.strip().splitlines()[-40:]
         raise RuntimeError(res["skipped"] + ("\n" + "\n".join(tail) if tail else ""))
+    return res
+
+
+def bench_subprocess(which, name, w: Workload, args):
+    res = run_peer_process(which, w)
     row = Row(name, w.seq_len, fwd_ms=res["fwd_ms"],
               fwdbwd_ms=res["fwdbwd_ms"] if args.mode.endswith("bwd") else None,
+              mask_ms=res.get("mask_ms"),
               peak_gib=res["peak_bytes"] / 2**30 if res.get("peak_bytes") else None)
     return row, np.asarray(res["out"], np.float32)
 
 
-def run_gpu(args):
-    rows, results = [], []
+PEER_NAMES = {"cudnn": "cuDNN (jax.nn)", "pallas": "Pallas GPU (jax)",
+              "flex": "FlexAttention (torch)", "kvax010": "kvax 0.1.0 (original)"}
+
+
+def bench_peer(peer, w: Workload, args):
+    if peer == "cudnn":
+        return bench_cudnn(w, args)
+    if peer == "pallas":
+        return bench_pallas(w, args)
+    if peer in ("flex", "kvax010"):
+        return bench_subprocess(peer, PEER_NAMES[peer], w, args)
+    raise RuntimeError(f"unknown peer {peer!r}")
+
+
+def run_gpu(args, save):
+    """Every length: ours, then each peer on the same inputs; save(result) after each length."""
     peers = [p for p in args.peers.split(",") if p]
     for seq_len in args.seq_lens or [16384, 65536]:
-        w = Workload(seq_len, args.num_segments, args.num_pad_tokens, args.batch, args.heads,
-                     args.kv_heads, args.head_dim, args.dtype)
+        w = for_args(args, seq_len)
+        start = time.perf_counter()
         ours, ours_out, masks, block_flops = bench_ours(w, args)
+        ours.wall_s = time.perf_counter() - start
         if args.show_attention_mask:
             print(masks[0].format())
         entries = [ours]
         for peer in peers:
+            start = time.perf_counter()
             try:
-                if peer == "cudnn":
-                    row, out = bench_cudnn(w, args)
-                elif peer == "pallas":
-                    row, out = bench_pallas(w, args)
-                elif peer == "flex":
-                    row, out = bench_subprocess("flex", "FlexAttention (torch)", w, args)
-                elif peer == "kvax010":
-                    row, out = bench_subprocess("kvax010", "kvax 0.1.0 (original)", w, args)
-                else:
-                    raise RuntimeError(f"unknown peer {peer!r}")
+                row, out = bench_peer(peer, w, args)
                 row.rel_err_vs_ours = rel_err(out, ours_out)
-            except Exception as err:
-                row = Row(peer, seq_len, skipped=f"{type(err).__name__}: {str(err).splitlines()[0][:160]}")
+            except Exception as err:  # noqa: BLE001 - reported in the table, never dropped
+                row = Row(PEER_NAMES.get(peer, peer), seq_len,
+                          skipped=f"{type(err).__name__}: {str(err).splitlines()[0][:160]}")
                 row.detail = str(err)[-4000:]  # kept in results.json for debugging
+            row.wall_s = time.perf_counter() - start
             entries.append(row)
         for row in entries:
             if row.fwd_ms:
                 row.fwd_tflops = w.flops(False) / row.fwd_ms / 1e9
             if row.fwdbwd_ms:
                 row.fwdbwd_tflops = w.flops(True) / row.fwdbwd_ms / 1e9
-            rows.append(row)
-        results.append(dict(workload=dataclasses.asdict(w), name=w.name,
-                            allowed_pairs=w.allowed_pairs(), useful_fwd_flops=w.flops(False),
-                            block_visited_fwd_flops=block_flops,
-                            rows=[dataclasses.asdict(r) for r in entries]))
+        save(dict(workload=dataclasses.asdict(w), name=w.name, allowed_pairs=w.allowed_pairs(),
+                  useful_fwd_flops=w.flops(False), block_visited_fwd_flops=block_flops,
+                  rows=[dataclasses.asdict(r) for r in entries]))
         print_table(entries, w, block_flops)
-    return results
 
 
 def fmt(x, spec):
@@ -262,17 +302,19 @@ def fmt(x, spec):
 
 
 def print_table(entries, w: Workload, block_flops: float):
-    print(f"\n{w.name}: {w.allowed_pairs():,} allowed pairs; useful fwd {w.flops(False) / 1e12:.2f} "
-          f"TFLOP, block-visited fwd (original's count) {block_flops / 1e12:.2f} TFLOP")
+    print(f"\n{w.name}: {w.allowed_pairs():,} allowed pairs; useful fwd "
+          f"{w.flops(False) / 1e12:.2f} TFLOP, block-visited fwd (original's count) "
+          f"{block_flops / 1e12:.2f} TFLOP; mem: the compiled program (JAX) or the peak "
+          "allocated (torch)")
     print(f"{'implementation':<24}{'fwd ms':>9}{'fwd TF/s':>10}{'f+b ms':>9}{'f+b TF/s':>10}"
-          f"{'mask ms':>9}{'mem GiB':>9}{'err vs ours':>13}")
+          f"{'mask ms':>9}{'mem GiB':>9}{'err vs ours':>13}{'wall s':>8}")
     for r in entries:
         if r.skipped:
             print(f"{r.impl:<24}skipped: {r.skipped}")
             continue
         print(f"{r.impl:<24}{fmt(r.fwd_ms, '9.2f')}{fmt(r.fwd_tflops, '10.1f')}"
               f"{fmt(r.fwdbwd_ms, '9.2f')}{fmt(r.fwdbwd_tflops, '10.1f')}{fmt(r.mask_ms, '9.2f')}"
-              f"{fmt(r.peak_gib, '9.2f')}{fmt(r.rel_err_vs_ours, '13.2e')}")
+              f"{fmt(r.peak_gib, '9.2f')}{fmt(r.rel_err_vs_ours, '13.2e')}{fmt(r.wall_s, '8.0f')}")
 
 
 def plot(results, out_dir):
@@ -316,47 +358,102 @@ def is_out_of_memory(err: BaseException) -> bool:
                                    "OutOfMemory"))
 
 
-def memory_sweep(runners: dict, start: int, stop: int) -> dict:
-    """{name: (longest length that ran, the failure that stopped it)} doubling from start.
+def memory_sweep(runners: dict, start: int, stop: int, save=None) -> dict:
+    """{name: (longest length that ran, the failure that stopped it, GiB at the longest)},
+    doubling from start.
 
-    A runner runs one forward+backward at a length and raises on failure; out-of-memory ends
-    the sweep for that implementation, any other error is reported as such."""
+    A runner runs one forward+backward at a length, returns its memory in GiB (or None) and raises
+    on failure; out-of-memory ends the sweep for that implementation, any other error is reported
+    as such. save(name, found) is called after each implementation."""
     found = {}
     for name, run_once in runners.items():
-        longest, stopped = None, f"reached --max-seq-len {stop}"
+        longest, stopped, gib = None, f"reached --max-seq-len {stop}", None
         length = start
         while length <= stop:
             try:
-                run_once(length)
+                used = run_once(length)
             except Exception as err:  # noqa: BLE001 - reported, never swallowed
                 kind = "out of memory" if is_out_of_memory(err) else "error"
                 stopped = f"{kind} at {length}: {str(err).splitlines()[0][:120]}"
                 break
-            longest, length = length, length * 2
-        found[name] = (longest, stopped)
-        print(f"{name:<24} longest fwd+bwd: {longest or '-':>9}   ({stopped})")
+            longest, gib, length = length, used, length * 2
+        found[name] = (longest, stopped, gib)
+        print(f"{name:<24} longest fwd+bwd: {longest or '-':>9}   "
+              f"{'' if gib is None else f'{gib:.1f} GiB '}({stopped})", flush=True)
+        if save:
+            save(name, found[name])
     return found
 
 
-def _sweep_runner(bench_fn, args):
-    def run_once(seq_len):
-        import jax
+def jax_step_once(which: str, w: Workload) -> float | None:
+    """One forward+backward of a JAX implementation on random inputs made on the device; the
+    compiled program's memory in GiB."""
+    import jax
+    import jax.numpy as jnp
 
-        one = argparse.Namespace(**{**vars(args), "repeats": 1, "mode": "mha_bwd"})
-        w = Workload(seq_len, args.num_segments, min(args.num_pad_tokens, seq_len // 2),
-                     args.batch, args.heads, args.kv_heads, args.head_dim, args.dtype)
-        bench_fn(w, one)
-        jax.clear_caches()
-    return run_once
+    from kvax.ops import create_attention_mask, flash_attention
+
+    dt = jnp.dtype(w.dtype)
+    q_shape, kv_shape, _ = shapes(w)
+    if which == "pallas":  # no GQA: as many key/value heads as query heads
+        kv_shape = q_shape
+    keys = jax.random.split(jax.random.key(w.seed), 4)
+    q, k, v, dout = (jax.random.normal(key, shape, dt)
+                     for key, shape in zip(keys, (q_shape, kv_shape, kv_shape, q_shape)))
+    pos, seg = (jnp.asarray(x) for x in w.layout())
+    if which == "ours":
+        extra = jax.jit(lambda p, s: create_attention_mask(p, s, p, s, calc_bwd_mask=True))(
+            pos, seg)
+        scale = w.head_dim ** -0.5
+
+        def attn(q, k, v, m):
+            return flash_attention(q, k, v, pos, seg, pos, seg, mask=m, scale=scale)
+    elif which == "cudnn":
+        attn, make_mask = cudnn_attention(w, memory_sweep=True)
+        extra = None if make_mask is None else jax.jit(make_mask)(pos, seg)
+    elif which == "pallas":
+        attn, extra = pallas_attention(w), seg
+    else:
+        raise ValueError(f"unknown implementation {which!r}")
+    step = jax.jit(lambda q, k, v, x, d: jax.vjp(lambda *a: attn(*a, x), q, k, v)[1](d))
+    compiled = step.lower(q, k, v, extra, dout).compile()
+    jax.block_until_ready(compiled(q, k, v, extra, dout))
+    m = compiled.memory_analysis()
+    return None if m is None else (m.temp_size_in_bytes + m.argument_size_in_bytes
+                                   + m.output_size_in_bytes) / 2**30
 
 
-def run_memory_sweep(args):
-    runners = {"kvax (ours)": _sweep_runner(bench_ours, args)}
-    peers = [p for p in args.peers.split(",") if p in ("cudnn", "pallas")]
-    runners.update({p: _sweep_runner({"cudnn": bench_cudnn, "pallas": bench_pallas}[p], args)
-                    for p in peers})
-    found = memory_sweep(runners, (args.seq_lens or [32768])[0], args.max_seq_len)
-    return [dict(memory_sweep={k: dict(longest=v[0], stopped=v[1]) for k, v in found.items()})]
+def run_memory_sweep(args, save):
+    """The peers in their own processes first, before this process's JAX holds any memory."""
+    def jax_runner(which):
+        def run_once(seq_len):
+            import jax
+
+            try:
+                return jax_step_once(which, for_args(args, seq_len,
+                                                     min(args.num_pad_tokens, seq_len // 2)))
+            finally:
+                jax.clear_caches()
+        return run_once
+
+    def process_runner(which):
+        def run_once(seq_len):
+            w = for_args(args, seq_len, min(args.num_pad_tokens, seq_len // 2))
+            peak = run_peer_process(which, w, once=True).get("peak_bytes")
+            return peak / 2**30 if peak else None
+        return run_once
+
+    peers = [p for p in args.peers.split(",") if p]
+    runners = {PEER_NAMES[p]: process_runner(p) for p in peers if p in ("flex", "kvax010")}
+    runners["kvax (ours)"] = jax_runner("ours")
+    runners.update({PEER_NAMES[p]: jax_runner(p) for p in peers if p in ("cudnn", "pallas")})
+    sweep = {}
+
+    def save_one(name, found):
+        sweep[name] = dict(longest=found[0], stopped=found[1], gib_at_longest=found[2])
+        save(dict(memory_sweep=sweep), replace=True)
+
+    memory_sweep(runners, (args.seq_lens or [32768])[0], args.max_seq_len, save_one)
 
 
 def plot_memory_sweep(results, out_dir):
@@ -412,6 +509,32 @@ def run_cpu(args):
     return report.ok
 
 
+class ResultsFile:
+    """OUT/results.json: the run's metadata and results, rewritten after every measurement so that
+    a run cut short keeps what it measured."""
+
+    def __init__(self, out_dir, meta):
+        self.path, self.meta, self.results = os.path.join(out_dir, "results.json"), meta, []
+
+    def save(self, result, replace=False):
+        if replace and self.results:
+            self.results[-1] = result
+        else:
+            self.results.append(result)
+        with open(self.path, "w") as f:
+            json.dump(dict(meta=self.meta, results=self.results), f, indent=1)
+
+
+def versions() -> dict:
+    found = {}
+    for dist in ("jax", "jaxlib", "triton", "jax-triton", "numpy", "torch"):
+        try:
+            found[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            found[dist] = None
+    return found
+
+
 def main(argv=None):
     args = parse_args(argv)
     import jax
@@ -419,21 +542,19 @@ def main(argv=None):
     os.makedirs(args.out, exist_ok=True)
     if jax.default_backend() != "gpu":
         sys.exit(0 if run_cpu(args) else 1)
-    if args.memory_sweep:
-        results = run_memory_sweep(args)
-    elif args.mode.startswith("mha_cp"):
-        results = run_cp(args)
-    else:
-        results = run_gpu(args)
     meta = dict(date=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
                 command=" ".join(sys.argv), device=jax.devices()[0].device_kind,
-                versions={m: __import__(m).__version__ for m in ("jax", "triton", "numpy")})
-    with open(os.path.join(args.out, "results.json"), "w") as f:
-        json.dump(dict(meta=meta, results=results), f, indent=1)
+                device_count=jax.device_count(), versions=versions())
+    results = ResultsFile(args.out, meta)
     if args.memory_sweep:
-        plot_memory_sweep(results, args.out)
-    elif not args.mode.startswith("mha_cp"):  # cp results: the table above and results.json
-        plot(results, args.out)
+        run_memory_sweep(args, results.save)
+        plot_memory_sweep(results.results, args.out)
+    elif args.mode.startswith("mha_cp"):  # cp results: the table above and results.json
+        for result in run_cp(args):
+            results.save(result)
+    else:
+        run_gpu(args, results.save)
+        plot(results.results, args.out)
 
 
 if __name__ == "__main__":

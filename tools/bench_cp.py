@@ -20,13 +20,7 @@ import os
 import numpy as np
 
 from measure import median_ms, memory_gib, rel_err
-from workloads import Workload, inputs, sample_rows
-
-
-def workload(args, seq_len: int) -> Workload:
-    docs = max(1, round(seq_len / args.doc_len)) if args.doc_len else args.num_segments
-    return Workload(seq_len, docs, args.num_pad_tokens, args.batch, args.heads, args.kv_heads,
-                    args.head_dim, args.dtype)
+from workloads import Workload, for_args, inputs, sample_rows
 
 
 def single_device(w: Workload, arrays, args, sample):
@@ -142,7 +136,7 @@ def run_cp(args, devices=None):
     log_path = os.path.join(args.out, "cp_results.jsonl")
     results, base = [], None
     for seq_len in args.seq_lens or [131072]:
-        w = workload(args, seq_len)
+        w = for_args(args, seq_len)
         q, k, v, pos, seg = inputs(w)
         dt = jnp.dtype(w.dtype)
         q, k, v = (np.asarray(jnp.asarray(x, dt)) for x in (q, k, v))

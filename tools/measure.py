@@ -7,17 +7,20 @@ import time
 import numpy as np
 
 
-def median_ms(fn, repeats):
-    """Median wall time of fn() in ms, waiting for its results; warm-up runs (the first compiles)
+def median_ms(fn, repeats, wait=None):
+    """Median wall time of fn() in ms, waiting for its results with wait(result) (default: JAX's
+    block_until_ready; torch passes a device synchronisation); warm-up runs (the first compiles)
     never outnumber the repeats."""
-    import jax
+    if wait is None:
+        import jax
 
+        wait = jax.block_until_ready
     for _ in range(min(3, repeats)):
-        jax.block_until_ready(fn())
+        wait(fn())
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
-        jax.block_until_ready(fn())
+        wait(fn())
         times.append((time.perf_counter() - start) * 1e3)
     return float(np.median(times))
 

@@ -1,9 +1,11 @@
 """Peer implementations run in their own process: PyTorch FlexAttention and the original kvax 0.1.0.
 
-    python tools/peers.py {flex,kvax010} WORKLOAD_JSON OUT_JSON [--backward]
+    python tools/peers.py {flex,kvax010} WORKLOAD_JSON OUT_JSON [--once]
 
-Each prints nothing on success and writes {"fwd_ms", "fwdbwd_ms", "peak_bytes", "rows", "out"}
-(out: the output at sample_rows, float32) or {"skipped": reason} to OUT_JSON.
+Timed (the default): writes {"fwd_ms", "fwdbwd_ms", "mask_ms", "peak_bytes", "out"} (out: the
+output at sample_rows, float32) to OUT_JSON. --once (the memory sweep): one forward+backward on
+random inputs made on the device, writes {"peak_bytes"}. Either writes {"skipped": reason} when
+the peer fails; the traceback goes to stderr.
 """
 
 from __future__ import annotations
@@ -11,40 +13,30 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 import traceback
 import types
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from workloads import Workload, inputs, sample_rows  # noqa: E402
+from measure import median_ms, memory_gib  # noqa: E402
+from workloads import Workload, inputs, sample_rows, shapes  # noqa: E402
 
 REPEATS = 10
 
 
-def _median_ms(fn, sync, repeats=REPEATS, warmup=3):
-    for _ in range(warmup):
-        fn()
-    sync()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        sync()
-        times.append((time.perf_counter() - start) * 1e3)
-    return float(np.median(times))
-
-
-def run_flex(w: Workload) -> dict:
+def run_flex(w: Workload, once: bool) -> dict:
     import torch
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
     dev = "cuda"
     dtype = getattr(torch, w.dtype)
-    q, k, v, pos, seg = inputs(w)
-    q, k, v = (torch.tensor(x, device=dev, dtype=dtype).transpose(1, 2).contiguous()
-               for x in (q, k, v))  # [B, heads, S, H]
+    pos, seg = w.layout()
+    if once:
+        q, k, v = (torch.randn(shape, device=dev, dtype=dtype) for shape in shapes(w))
+    else:
+        q, k, v = (torch.tensor(x, device=dev, dtype=dtype) for x in inputs(w)[:3])
+    q, k, v = (x.transpose(1, 2).contiguous() for x in (q, k, v))  # [B, heads, S, H]
     pos_t = torch.tensor(pos, device=dev)
     seg_t = torch.tensor(seg, device=dev)
 
@@ -52,29 +44,36 @@ def run_flex(w: Workload) -> dict:
         same = seg_t[b, q_idx] == seg_t[b, kv_idx]
         return same & (seg_t[b, q_idx] != -1) & (pos_t[b, q_idx] >= pos_t[b, kv_idx])
 
-    block_mask = create_block_mask(mask_mod, w.batch, None, w.seq_len, w.seq_len, device=dev)
+    def make_mask():
+        return create_block_mask(mask_mod, w.batch, None, w.seq_len, w.seq_len, device=dev)
+
+    block_mask = make_mask()
     attn = torch.compile(flex_attention)
     scale = w.head_dim ** -0.5
-    sync = torch.cuda.synchronize
+    wait = lambda _: torch.cuda.synchronize()  # noqa: E731
 
     def fwd():
         return attn(q, k, v, block_mask=block_mask, scale=scale, enable_gqa=True)
-
-    out = fwd()
-    torch.cuda.reset_peak_memory_stats()
-    fwd_ms = _median_ms(fwd, sync)
-    q.requires_grad_(True), k.requires_grad_(True), v.requires_grad_(True)
-    dout = torch.randn_like(out)
 
     def fwdbwd():
         o = attn(q, k, v, block_mask=block_mask, scale=scale, enable_gqa=True)
         return torch.autograd.grad(o, (q, k, v), dout)
 
-    fwdbwd_ms = _median_ms(fwdbwd, sync)
+    dout = torch.randn((w.batch, w.num_heads, w.seq_len, w.head_dim), device=dev, dtype=dtype)
+    torch.cuda.reset_peak_memory_stats()
+    if once:
+        q.requires_grad_(True), k.requires_grad_(True), v.requires_grad_(True)
+        wait(fwdbwd())
+        return dict(peak_bytes=torch.cuda.max_memory_allocated())
+    mask_ms = median_ms(make_mask, REPEATS, wait)
+    out = fwd()
+    fwd_ms = median_ms(fwd, REPEATS, wait)
+    q.requires_grad_(True), k.requires_grad_(True), v.requires_grad_(True)
+    fwdbwd_ms = median_ms(fwdbwd, REPEATS, wait)
     rows = sample_rows(w)
     sampled = out.transpose(1, 2)[rows[:, 0], rows[:, 1]].float().cpu().numpy()
-    return dict(fwd_ms=fwd_ms, fwdbwd_ms=fwdbwd_ms, peak_bytes=torch.cuda.max_memory_allocated(),
-                out=sampled.tolist())
+    return dict(fwd_ms=fwd_ms, fwdbwd_ms=fwdbwd_ms, mask_ms=mask_ms,
+                peak_bytes=torch.cuda.max_memory_allocated(), out=sampled.tolist())
 
 
 def _shim_old_jax():
@@ -94,7 +93,7 @@ def _shim_old_jax():
     os.environ.setdefault("TRITON_ALLOW_NON_CONSTEXPR_GLOBALS", "1")
 
 
-def run_kvax010(w: Workload) -> dict:
+def run_kvax010(w: Workload, once: bool) -> dict:
     if not os.path.isdir("/tmp/kvax010"):
         return dict(skipped="kvax 0.1.0 is not installed (its wheel goes in .whl/)")
     sys.path.insert(0, "/tmp/kvax010")
@@ -103,20 +102,25 @@ def run_kvax010(w: Workload) -> dict:
     import jax.numpy as jnp
     from kvax.ops import create_attention_mask, flash_attention
     from kvax.utils import attention_specs
-
-    q, k, v, pos, seg = inputs(w)
-    dtype = jnp.dtype(w.dtype)
-    q, k, v = (jnp.asarray(x, dtype) for x in (q, k, v))
-    pos, seg = jnp.asarray(pos), jnp.asarray(seg)
-    mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("data",))
-    scale = w.head_dim ** -0.5
     from kvax.utils.common import get_default_flash_attention_params
 
+    dtype = jnp.dtype(w.dtype)
+    pos, seg = (jnp.asarray(x) for x in w.layout())
+    if once:
+        keys = jax.random.split(jax.random.key(1), 4)
+        q, k, v, dout = (jax.random.normal(key, shape, dtype)
+                         for key, shape in zip(keys, shapes(w) + (shapes(w)[0],)))
+    else:
+        q, k, v = (jnp.asarray(x, dtype) for x in inputs(w)[:3])
+        dout = jnp.asarray(np.random.default_rng(5).standard_normal(q.shape), dtype)
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("data",))
+    scale = w.head_dim ** -0.5
     fwd_params = get_default_flash_attention_params(backward=False)
     bwd_params = get_default_flash_attention_params(backward=True)  # its own default is dropped
     with mesh, attention_specs(("data", None, None, None), ("data", None, None, None)):
-        mask = create_attention_mask(pos, seg, pos, seg, fwd_params=fwd_params,
-                                     bwd_params=bwd_params, calc_bwd_mask=True)
+        make_mask = jax.jit(lambda p, s: create_attention_mask(
+            p, s, p, s, fwd_params=fwd_params, bwd_params=bwd_params, calc_bwd_mask=True))
+        mask = make_mask(pos, seg)
 
         @jax.jit
         def fwd(q, k, v):
@@ -128,21 +132,26 @@ def run_kvax010(w: Workload) -> dict:
             out, vjp = jax.vjp(fwd, q, k, v)
             return vjp(dout)
 
-        out = fwd(q, k, v).block_until_ready()
-        dout = jnp.asarray(np.random.default_rng(5).standard_normal(out.shape), dtype)
-        sync = lambda: jax.block_until_ready(jnp.zeros(()))  # noqa: E731
-        fwd_ms = _median_ms(lambda: fwd(q, k, v).block_until_ready(), sync)
-        fwdbwd_ms = _median_ms(lambda: jax.block_until_ready(fwdbwd(q, k, v, dout)), sync)
+        if once:
+            jax.block_until_ready(fwdbwd(q, k, v, dout))
+            return dict(peak_bytes=None)
+        out = fwd(q, k, v)
+        mask_ms = median_ms(lambda: make_mask(pos, seg), REPEATS)
+        fwd_ms = median_ms(lambda: fwd(q, k, v), REPEATS)
+        fwdbwd_ms = median_ms(lambda: fwdbwd(q, k, v, dout), REPEATS)
+        gib = memory_gib(fwdbwd, q, k, v, dout)
     rows = sample_rows(w)
     sampled = np.asarray(out[rows[:, 0], rows[:, 1]], np.float32)
-    return dict(fwd_ms=fwd_ms, fwdbwd_ms=fwdbwd_ms, peak_bytes=None, out=sampled.tolist())
+    return dict(fwd_ms=fwd_ms, fwdbwd_ms=fwdbwd_ms, mask_ms=mask_ms,
+                peak_bytes=gib * 2**30 if gib else None, out=sampled.tolist())
 
 
 def main():
     which, workload_json, out_json = sys.argv[1:4]
+    once = "--once" in sys.argv[4:]
     w = Workload(**json.loads(workload_json))
     try:
-        result = {"flex": run_flex, "kvax010": run_kvax010}[which](w)
+        result = {"flex": run_flex, "kvax010": run_kvax010}[which](w, once)
     except Exception as err:  # a peer that fails is reported, never silently dropped
         result = dict(skipped=f"{type(err).__name__}: {str(err).splitlines()[0][:300]}")
         traceback.print_exc()  # the whole story on stderr, kept by bench.py in results.json

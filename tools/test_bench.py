@@ -1,9 +1,9 @@
 """The benchmark's CPU paths run and check what they print (timings are never asserted)."""
 
+import json
 import re
 
 import jax
-import pytest
 
 import bench
 
@@ -62,6 +62,7 @@ def test_memory_sweep_stops_at_out_of_memory(capsys):
         def run_once(length):
             if length > limit:
                 raise RuntimeError("RESOURCE_EXHAUSTED: Out of memory while trying to allocate")
+            return length / 1024
         return run_once
 
     def broken(length):
@@ -69,7 +70,8 @@ def test_memory_sweep_stops_at_out_of_memory(capsys):
 
     found = bench.memory_sweep({"a": fits_up_to(4096), "b": broken}, start=1024, stop=65536)
     assert found["a"][0] == 4096 and found["a"][1].startswith("out of memory at 8192")
-    assert found["b"] == (None, "error at 1024: kernel failed")
+    assert found["a"][2] == 4.0  # the memory reported at the longest length
+    assert found["b"] == (None, "error at 1024: kernel failed", None)
     assert "longest fwd+bwd" in capsys.readouterr().out
 
 
@@ -98,3 +100,47 @@ def test_memory_sweep_plot(tmp_path):
                                   "cudnn": dict(longest=None, stopped="error at 16384")})]
     bench.plot_memory_sweep(results, str(tmp_path))
     assert (tmp_path / "memory.png").stat().st_size > 0
+
+
+def test_gpu_table_on_cpu_saves_every_length_and_reports_failed_peers(tmp_path, capsys):
+    """run_gpu's own machinery on CPU: ours through the CPU path, peers that cannot run here
+    reported as skipped with their reason, results.json rewritten after each length."""
+    args = bench.parse_args(["mha_bwd", "--seq-lens", "128", "96", "--doc-len", "40",
+                             "--num-pad-tokens", "7", "--heads", "4", "--kv-heads", "2",
+                             "--head-dim", "16", "--dtype", "float32", "--repeats", "1",
+                             "--peers", "cudnn,nonsense", "--out", str(tmp_path)])
+    saved = bench.ResultsFile(str(tmp_path), {"command": "test"})
+    lengths_on_disk = []
+
+    def save(result, replace=False):
+        saved.save(result, replace)
+        on_disk = json.loads((tmp_path / "results.json").read_text())["results"]
+        lengths_on_disk.append([r["workload"]["seq_len"] for r in on_disk])
+
+    bench.run_gpu(args, save)
+    assert lengths_on_disk == [[128], [128, 96]]
+    first = saved.results[0]
+    assert first["workload"]["num_segments"] == 3  # 128 / 40, rounded
+    ours, cudnn, nonsense = first["rows"]
+    assert ours["fwd_ms"] > 0 and ours["fwdbwd_ms"] > 0 and ours["skipped"] is None
+    assert ours["fwd_tflops"] > 0 and ours["wall_s"] > 0
+    assert cudnn["impl"] == "cuDNN (jax.nn)" and cudnn["skipped"]
+    assert "unknown peer 'nonsense'" in nonsense["skipped"]
+    assert first["allowed_pairs"] == bench.for_args(args, 128).allowed_pairs()
+    out = capsys.readouterr().out
+    assert "skipped: " in out and "kvax (ours)" in out
+
+
+def test_memory_sweep_runs_ours_on_cpu(tmp_path, capsys):
+    args = bench.parse_args(["mha_bwd", "--memory-sweep", "--seq-lens", "64", "--max-seq-len",
+                             "256", "--doc-len", "50", "--num-pad-tokens", "5", "--heads", "2",
+                             "--kv-heads", "1", "--head-dim", "16", "--dtype", "float32",
+                             "--peers", "cudnn", "--out", str(tmp_path)])
+    saved = bench.ResultsFile(str(tmp_path), {})
+    bench.run_memory_sweep(args, saved.save)
+    (result,) = json.loads((tmp_path / "results.json").read_text())["results"]
+    sweep = result["memory_sweep"]
+    assert sweep["kvax (ours)"]["longest"] == 256
+    assert sweep["kvax (ours)"]["stopped"] == "reached --max-seq-len 256"
+    assert sweep["cuDNN (jax.nn)"]["longest"] is None  # no cuDNN on CPU: an error, not OOM
+    assert sweep["cuDNN (jax.nn)"]["stopped"].startswith("error at 64")

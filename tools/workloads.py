@@ -65,14 +65,28 @@ class Workload:
         return 3.5 * fwd if backward else fwd
 
 
+def for_args(args, seq_len: int, num_pad_tokens: int | None = None) -> Workload:
+    """The command line's workload at one length; with --doc-len, the number of documents grows
+    with the length so that documents keep their average size."""
+    docs = max(1, round(seq_len / args.doc_len)) if args.doc_len else args.num_segments
+    pad = args.num_pad_tokens if num_pad_tokens is None else num_pad_tokens
+    return Workload(seq_len, docs, pad, args.batch, args.heads, args.kv_heads, args.head_dim,
+                    args.dtype)
+
+
 def inputs(w: Workload):
     """Random query, key, value (numpy float32; cast on the device) and the layout."""
     rng = np.random.default_rng(w.seed + 1)
-    q = rng.standard_normal((w.batch, w.seq_len, w.num_heads, w.head_dim), np.float32)
-    k = rng.standard_normal((w.batch, w.seq_len, w.num_kv_heads, w.head_dim), np.float32)
-    v = rng.standard_normal((w.batch, w.seq_len, w.num_kv_heads, w.head_dim), np.float32)
+    q, k, v = (rng.standard_normal(shape, np.float32) for shape in shapes(w))
     pos, seg = w.layout()
     return q, k, v, pos, seg
+
+
+def shapes(w: Workload):
+    """Shapes of query, key and value, [B, S, heads, H]."""
+    return ((w.batch, w.seq_len, w.num_heads, w.head_dim),
+            (w.batch, w.seq_len, w.num_kv_heads, w.head_dim),
+            (w.batch, w.seq_len, w.num_kv_heads, w.head_dim))
 
 
 def sample_rows(w: Workload, count: int = 2048) -> np.ndarray:

@@ -11,7 +11,6 @@ import pytest
 from kvax_core_cases import BACKENDS, SMALL
 
 from kvax.ops import create_attention_mask, flash_attention
-from kvax.utils import FlashAttentionParamsConfig
 from kvax_testing import check_attention, packed_batch
 
 

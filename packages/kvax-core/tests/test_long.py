@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from kvax.ops import create_attention_mask, flash_attention
-from kvax_testing import check_attention, packed_batch
+from kvax_testing import check_attention
 from kvax_testing.batches import PackedBatch, PackedLayout
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
