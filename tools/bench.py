@@ -62,9 +62,11 @@ def parse_args(argv=None):
                         "cp-th token per shard (balanced for any document layout)")
     p.add_argument("--out", default="bench-out", help="folder for results.json and plots")
     p.add_argument("--memory-sweep", action="store_true",
-                   help="instead of timing: the longest sequence each JAX implementation runs "
+                   help="instead of timing: the longest sequence each implementation runs "
                         "forward+backward on one device, doubling from the first --seq-lens "
-                        "value until out of memory (or --max-seq-len)")
+                        "value until out of memory (or --max-seq-len); leave pallas out of "
+                        "--peers for long sweeps (its causal kernel visits other documents' "
+                        "blocks: minutes per step at 1M tokens)")
     p.add_argument("--max-seq-len", type=int, default=1 << 21)
     p.add_argument("--cp-sizes", type=int, nargs="+", default=None,
                    help="mha_cp modes: context sizes to compare (default: all local devices); "
@@ -247,6 +249,8 @@ def bench_subprocess(which, name, w: Workload, args):
               fwdbwd_ms=res["fwdbwd_ms"] if args.mode.endswith("bwd") else None,
               mask_ms=res.get("mask_ms"),
               peak_gib=res["peak_bytes"] / 2**30 if res.get("peak_bytes") else None)
+    if res.get("mask_peak_bytes"):
+        row.detail = f"peak memory while making the mask: {res['mask_peak_bytes'] / 2**30:.2f} GiB"
     return row, np.asarray(res["out"], np.float32)
 
 
@@ -424,7 +428,8 @@ def jax_step_once(which: str, w: Workload) -> float | None:
 
 
 def run_memory_sweep(args, save):
-    """The peers in their own processes first, before this process's JAX holds any memory."""
+    """Ours, cuDNN, then the peers in their own processes (main() makes JAX hand memory back
+    between steps, so the order does not matter)."""
     def jax_runner(which):
         def run_once(seq_len):
             import jax
@@ -444,9 +449,9 @@ def run_memory_sweep(args, save):
         return run_once
 
     peers = [p for p in args.peers.split(",") if p]
-    runners = {PEER_NAMES[p]: process_runner(p) for p in peers if p in ("flex", "kvax010")}
-    runners["kvax (ours)"] = jax_runner("ours")
+    runners = {"kvax (ours)": jax_runner("ours")}
     runners.update({PEER_NAMES[p]: jax_runner(p) for p in peers if p in ("cudnn", "pallas")})
+    runners.update({PEER_NAMES[p]: process_runner(p) for p in peers if p in ("flex", "kvax010")})
     sweep = {}
 
     def save_one(name, found):
@@ -537,6 +542,8 @@ def versions() -> dict:
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.memory_sweep:  # JAX's pool would keep what one step took from the next (and peers)
+        os.environ.setdefault("XLA_PYTHON_CLIENT_ALLOCATOR", "platform")
     import jax
 
     os.makedirs(args.out, exist_ok=True)

@@ -3,7 +3,8 @@
     python tools/peers.py {flex,kvax010} WORKLOAD_JSON OUT_JSON [--once]
 
 Timed (the default): writes {"fwd_ms", "fwdbwd_ms", "mask_ms", "peak_bytes", "out"} (out: the
-output at sample_rows, float32) to OUT_JSON. --once (the memory sweep): one forward+backward on
+output at sample_rows, float32; FlexAttention adds "mask_peak_bytes", the peak while its block
+mask is made) to OUT_JSON. --once (the memory sweep): one forward+backward on
 random inputs made on the device, writes {"peak_bytes"}. Either writes {"skipped": reason} when
 the peer fails; the traceback goes to stderr.
 """
@@ -44,8 +45,13 @@ def run_flex(w: Workload, once: bool) -> dict:
         same = seg_t[b, q_idx] == seg_t[b, kv_idx]
         return same & (seg_t[b, q_idx] != -1) & (pos_t[b, q_idx] >= pos_t[b, kv_idx])
 
+    # compiled, as torchtitan does: eager create_block_mask materialises the [S, S] mask (16 GiB
+    # at 128k tokens) and runs out of memory where the attention itself fits
+    compiled_create_block_mask = torch.compile(create_block_mask)
+
     def make_mask():
-        return create_block_mask(mask_mod, w.batch, None, w.seq_len, w.seq_len, device=dev)
+        return compiled_create_block_mask(mask_mod, w.batch, None, w.seq_len, w.seq_len,
+                                          device=dev)
 
     block_mask = make_mask()
     attn = torch.compile(flex_attention)
@@ -60,12 +66,15 @@ def run_flex(w: Workload, once: bool) -> dict:
         return torch.autograd.grad(o, (q, k, v), dout)
 
     dout = torch.randn((w.batch, w.num_heads, w.seq_len, w.head_dim), device=dev, dtype=dtype)
-    torch.cuda.reset_peak_memory_stats()
     if once:
+        torch.cuda.reset_peak_memory_stats()
         q.requires_grad_(True), k.requires_grad_(True), v.requires_grad_(True)
         wait(fwdbwd())
         return dict(peak_bytes=torch.cuda.max_memory_allocated())
+    torch.cuda.reset_peak_memory_stats()
     mask_ms = median_ms(make_mask, REPEATS, wait)
+    mask_peak_bytes = torch.cuda.max_memory_allocated()
+    torch.cuda.reset_peak_memory_stats()  # the attention's own peak from here
     out = fwd()
     fwd_ms = median_ms(fwd, REPEATS, wait)
     q.requires_grad_(True), k.requires_grad_(True), v.requires_grad_(True)
@@ -73,7 +82,8 @@ def run_flex(w: Workload, once: bool) -> dict:
     rows = sample_rows(w)
     sampled = out.transpose(1, 2)[rows[:, 0], rows[:, 1]].float().cpu().numpy()
     return dict(fwd_ms=fwd_ms, fwdbwd_ms=fwdbwd_ms, mask_ms=mask_ms,
-                peak_bytes=torch.cuda.max_memory_allocated(), out=sampled.tolist())
+                peak_bytes=torch.cuda.max_memory_allocated(), mask_peak_bytes=mask_peak_bytes,
+                out=sampled.tolist())
 
 
 def _shim_old_jax():
@@ -103,6 +113,7 @@ def run_kvax010(w: Workload, once: bool) -> dict:
     from kvax.ops import create_attention_mask, flash_attention
     from kvax.utils import attention_specs
     from kvax.utils.common import get_default_flash_attention_params
+    from kvax.utils.typing import AttentionMask
 
     dtype = jnp.dtype(w.dtype)
     pos, seg = (jnp.asarray(x) for x in w.layout())
@@ -118,9 +129,13 @@ def run_kvax010(w: Workload, once: bool) -> dict:
     fwd_params = get_default_flash_attention_params(backward=False)
     bwd_params = get_default_flash_attention_params(backward=True)  # its own default is dropped
     with mesh, attention_specs(("data", None, None, None), ("data", None, None, None)):
-        make_mask = jax.jit(lambda p, s: create_attention_mask(
-            p, s, p, s, fwd_params=fwd_params, bwd_params=bwd_params, calc_bwd_mask=True))
-        mask = make_mask(pos, seg)
+        @jax.jit
+        def make_mask(pos, seg):  # its AttentionMask is no pytree: its arrays leave jit
+            return [m.flatten() for m in create_attention_mask(
+                pos, seg, pos, seg, fwd_params=fwd_params, bwd_params=bwd_params,
+                calc_bwd_mask=True)]
+
+        mask = tuple(AttentionMask.unflatten(m) for m in make_mask(pos, seg))
 
         @jax.jit
         def fwd(q, k, v):
