@@ -374,12 +374,16 @@ def memory_sweep(runners: dict, start: int, stop: int, save=None) -> dict:
         longest, stopped, gib = None, f"reached --max-seq-len {stop}", None
         length = start
         while length <= stop:
+            start_s = time.perf_counter()
             try:
                 used = run_once(length)
             except Exception as err:  # noqa: BLE001 - reported, never swallowed
                 kind = "out of memory" if is_out_of_memory(err) else "error"
                 stopped = f"{kind} at {length}: {str(err).splitlines()[0][:120]}"
+                print(f"  {name} {length}: {kind} ({time.perf_counter() - start_s:.0f} s)",
+                      flush=True)
                 break
+            print(f"  {name} {length}: ran ({time.perf_counter() - start_s:.0f} s)", flush=True)
             longest, gib, length = length, used, length * 2
         found[name] = (longest, stopped, gib)
         print(f"{name:<24} longest fwd+bwd: {longest or '-':>9}   "
