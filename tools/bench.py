@@ -20,6 +20,7 @@ import dataclasses
 import importlib.metadata
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -385,12 +386,38 @@ def memory_sweep(runners: dict, start: int, stop: int, save=None) -> dict:
                 break
             print(f"  {name} {length}: ran ({time.perf_counter() - start_s:.0f} s)", flush=True)
             longest, gib, length = length, used, length * 2
+            if save and length <= stop:  # what a run cut short during the next step keeps
+                save(name, (longest, f"cut short while running {length}", gib))
         found[name] = (longest, stopped, gib)
         print(f"{name:<24} longest fwd+bwd: {longest or '-':>9}   "
               f"{'' if gib is None else f'{gib:.1f} GiB '}({stopped})", flush=True)
         if save:
             save(name, found[name])
     return found
+
+
+def sweep_from_log(text: str) -> dict:
+    """A memory sweep's steps as printed ("  NAME LENGTH: ran (..)"), for runs cut short before
+    they saved: {name: {"longest", "stopped", "gib_at_longest": None}}."""
+    sweep = {}
+    for line in text.splitlines():
+        done = re.match(r"^(\S.*?)\s+longest fwd\+bwd:\s+(\S+)\s+(?:([\d.]+) GiB )?\((.*)\)$",
+                        line)
+        if done:  # the implementation's summary line is the last word on it
+            name, longest, gib, stopped = done.groups()
+            sweep[name] = dict(longest=None if longest == "-" else int(longest), stopped=stopped,
+                               gib_at_longest=float(gib) if gib else None)
+            continue
+        m = re.match(r"^  (.+) (\d+): (ran|out of memory|error) \(\d+ s\)$", line)
+        if not m:
+            continue
+        name, length, outcome = m.group(1), int(m.group(2)), m.group(3)
+        entry = sweep.setdefault(name, dict(longest=None, stopped=None, gib_at_longest=None))
+        if outcome == "ran":
+            entry.update(longest=length, stopped=f"cut short while running {2 * length}")
+        else:
+            entry["stopped"] = f"{outcome} at {length}"
+    return sweep
 
 
 def jax_step_once(which: str, w: Workload) -> float | None:
@@ -475,11 +502,14 @@ def plot_memory_sweep(results, out_dir):
     sweep = results[0]["memory_sweep"]
     names = list(sweep)
     longest = [sweep[n]["longest"] or 0 for n in names]
-    fig, ax = plt.subplots(figsize=(7, 3))
+    fig, ax = plt.subplots(figsize=(8, 0.6 + 0.5 * len(names)))
     ax.barh(names, longest)
     for y, (n, v) in enumerate(zip(names, longest)):
+        why = (sweep[n]["stopped"] or "").split(":")[0]  # "out of memory at 262144" and the like
         ax.text(v, y, f" {v:,}" if v else " none", va="center")
-    ax.set(xscale="log", xlabel="longest sequence run forward+backward (tokens, one GPU)")
+        ax.text(v * 1.02 if v else 1, y - 0.3, f" {why}", va="center", fontsize=7, color="gray")
+    ax.set(xscale="log", xlim=(2**15, 2 ** 23), xlabel="longest sequence run forward+backward "
+           "(tokens, one GPU; doubling until out of memory)")
     path = os.path.join(out_dir, "memory.png")
     fig.savefig(path, dpi=120, bbox_inches="tight")
     print(f"plot written to {path}")

@@ -144,3 +144,50 @@ def test_memory_sweep_runs_ours_on_cpu(tmp_path, capsys):
     assert sweep["kvax (ours)"]["stopped"] == "reached --max-seq-len 256"
     assert sweep["cuDNN (jax.nn)"]["longest"] is None  # no cuDNN on CPU: an error, not OOM
     assert sweep["cuDNN (jax.nn)"]["stopped"].startswith("error at 64")
+
+
+def test_memory_sweep_log_reads_back_and_saves_every_step(capsys):
+    saved = []
+
+    def fits_up_to(limit):
+        def run_once(length):
+            if length > limit:
+                raise RuntimeError("CUDA out of memory. Tried to allocate 16.00 GiB")
+            return 1.5
+        return run_once
+
+    found = bench.memory_sweep({"kvax (ours)": fits_up_to(2048), "Flex (torch)": fits_up_to(0)},
+                               start=1024, stop=8192, save=lambda n, f: saved.append((n, f)))
+    assert saved[0] == ("kvax (ours)", (1024, "cut short while running 2048", 1.5))
+    assert saved[-1] == ("Flex (torch)", found["Flex (torch)"])
+    parsed = bench.sweep_from_log(capsys.readouterr().out)
+    assert parsed["kvax (ours)"] == dict(longest=2048, stopped=found["kvax (ours)"][1],
+                                         gib_at_longest=1.5)
+    assert parsed["Flex (torch)"]["longest"] is None
+    # a log cut during a step: what ran is kept, and the step it was running is named
+    cut = bench.sweep_from_log("  Flex (torch) 1024: ran (3 s)\n  Flex (torch) 2048: ran (9 s)\n")
+    assert cut["Flex (torch)"] == dict(longest=2048, stopped="cut short while running 4096",
+                                       gib_at_longest=None)
+
+
+def test_plot_results_merges_runs(tmp_path):
+    import plot_results
+
+    def run(path, rows_by_length):
+        results = [dict(workload=dict(seq_len=n), rows=rows) for n, rows in rows_by_length.items()]
+        path.write_text(json.dumps(dict(meta={}, results=results)))
+        return str(path)
+
+    first = run(tmp_path / "a.json", {
+        8: [dict(impl="ours", fwd_tflops=1.0), dict(impl="flex", fwd_tflops=2.0)],
+        16: [dict(impl="ours", fwd_tflops=3.0), dict(impl="flex", fwd_tflops=4.0)]})
+    second = run(tmp_path / "b.json", {
+        16: [dict(impl="ours", fwd_tflops=5.0), dict(impl="flex", skipped="OOM")]})
+    log = tmp_path / "sweep.log"
+    log.write_text("  flex 1024: ran (3 s)\n")
+    timing, sweep = plot_results.merge([first, second, str(log)])
+    by = {(r["impl"], t["workload"]["seq_len"]): r for t in timing for r in t["rows"]}
+    assert by["ours", 16]["fwd_tflops"] == 5.0  # the later run wins
+    assert by["flex", 16]["fwd_tflops"] == 4.0  # a measurement beats a later skip
+    assert by["ours", 8]["fwd_tflops"] == 1.0
+    assert sweep["flex"]["longest"] == 1024
