@@ -1,6 +1,8 @@
-"""Backward Triton kernels: dK/dV (one program per key block and kv head, the group's query heads
-summed in registers, so no per-query-head copies) and dQ (one program per query block and head).
-Deterministic: no atomics; every output element is written by exactly one program."""
+"""Backward Triton kernel: one launch whose programs compute either dK/dV (one per key tile and kv
+head, the group's query heads summed in registers, so no per-query-head copies) or dQ (one per
+query tile and query head). Deterministic: no atomics; every output element is written by exactly
+one program. One launch instead of two kernels lets dQ programs fill the dK/dV programs' tail:
+6-12% faster on document masks on an H100 (docs/bench/h100-2026-11-22/tuning.md)."""
 
 from __future__ import annotations
 
@@ -15,20 +17,18 @@ from kvax._src.attention.mask import AttentionMask
 
 @triton.jit
 def _dkdv_visit(dk, dv, k, v, k_pos, k_seg, q_base, do_base, qpos_ptr, qseg_ptr, lse_ptr,
-                delta_ptr, start, end, T, stride_qt, stride_dot, qk_scale, offs_m, offs_h,
+                delta_ptr, start, end, lf, uf, T, stride_qt, stride_dot, qk_scale, offs_m, offs_h,
                 offs_hv, H: tl.constexpr, HV: tl.constexpr, EVEN_H: tl.constexpr,
                 EVEN_HV: tl.constexpr, BLOCK_M: tl.constexpr, MASKED: tl.constexpr,
                 SEQUENTIAL: tl.constexpr, PAD_ID: tl.constexpr, IEEE: tl.constexpr):
-    for i in tl.range(start, end):
-        q_start = i.to(tl.int64) * BLOCK_M
+    """Accumulate one query head's contribution over query tiles (tc.masked_tile's order)."""
+    for t in tl.range(start, end):
+        q_start = tc.masked_tile(t, lf, uf, MASKED).to(tl.int64) * BLOCK_M
         q_ptrs = q_base + q_start * stride_qt + offs_m[:, None] * stride_qt + offs_h[None, :]
         do_ptrs = do_base + q_start * stride_dot + offs_m[:, None] * stride_dot + offs_hv[None, :]
         if MASKED:
-            q_pos, q_seg = tc.load_layout(qpos_ptr + q_start, qseg_ptr + q_start, offs_m,
-                                          T - q_start, SEQUENTIAL, PAD_ID)
-            if SEQUENTIAL:
-                q_pos = q_pos + q_start.to(tl.int32)
-            q_live = q_seg != PAD_ID
+            q_pos, q_seg, q_live = tc.load_tile_layout(qpos_ptr, qseg_ptr, q_start, offs_m, T,
+                                                       SEQUENTIAL, PAD_ID)
             q = tl.load(q_ptrs, mask=q_live[:, None] & (offs_h[None, :] < H), other=0.0)
             do = tl.load(do_ptrs, mask=q_live[:, None] & (offs_hv[None, :] < HV), other=0.0)
             lse = tl.load(lse_ptr + q_start + offs_m, mask=q_live, other=float("inf"))
@@ -57,25 +57,21 @@ def _dkdv_visit(dk, dv, k, v, k_pos, k_seg, q_base, do_base, qpos_ptr, qseg_ptr,
 
 
 @triton.jit
-def _dkdv_kernel(
-    Q, K, V, DO, LSE, DELTA, QPOS, QSEG, KPOS, KSEG, LO, HI, LF, UF,
-    T, S, R, NT, qk_scale, scale,
-    DK, DV,
-    N: tl.constexpr, G: tl.constexpr, KH: tl.constexpr, H: tl.constexpr, HV: tl.constexpr,
+def _dkdv_program(
+    pid_n, b, kvh, Q, K, V, DO, LSE, DELTA, QPOS, QSEG, KPOS, KSEG, LO, HI, LF, UF, T, S, R,
+    qk_scale, scale, DK, DV,
+    N: tl.constexpr, G: tl.constexpr, H: tl.constexpr, HV: tl.constexpr,
     BLOCK_H: tl.constexpr, BLOCK_HV: tl.constexpr, EVEN_H: tl.constexpr, EVEN_HV: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ROW_RATIO: tl.constexpr,
     COL_RATIO: tl.constexpr, SEQUENTIAL: tl.constexpr, PAD_ID: tl.constexpr,
     IEEE: tl.constexpr,
 ):
+    """dK, dV of key tile pid_n (BLOCK_N keys) of kv head kvh, visiting query tiles of BLOCK_M."""
     # Strides from the static shapes (see the forward kernel).
     stride_qt = N * H
     stride_kt = (N // G) * H
     stride_vt = (N // G) * HV
     stride_dot = N * HV
-    pid_n = tl.program_id(0)
-    pid_bk = tl.program_id(1)
-    b = (pid_bk // KH).to(tl.int64)
-    kvh = pid_bk % KH
     row = b * R + pid_n // ROW_RATIO  # tiles split mask blocks ROW_RATIO ways
     lo, hi, lf, uf = tc.load_bounds(LO, HI, LF, UF, row, COL_RATIO)
 
@@ -84,11 +80,8 @@ def _dkdv_kernel(
     offs_n = tl.arange(0, BLOCK_N)
     offs_h = tl.arange(0, BLOCK_H)
     offs_hv = tl.arange(0, BLOCK_HV)
-    k_pos, k_seg = tc.load_layout(KPOS + b * S + kv_start, KSEG + b * S + kv_start, offs_n,
-                                  S - kv_start, SEQUENTIAL, PAD_ID)
-    if SEQUENTIAL:
-        k_pos = k_pos + kv_start.to(tl.int32)
-    k_live = k_seg != PAD_ID
+    k_pos, k_seg, k_live = tc.load_tile_layout(KPOS + b * S, KSEG + b * S, kv_start, offs_n, S,
+                                               SEQUENTIAL, PAD_ID)
     k_base = K + b * S * stride_kt + kv_start * stride_kt + kvh * H
     v_base = V + b * S * stride_vt + kv_start * stride_vt + kvh * HV
     k = tl.load(k_base + offs_n[:, None] * stride_kt + offs_h[None, :],
@@ -107,17 +100,13 @@ def _dkdv_kernel(
         qpos_ptr = QPOS + b * T
         qseg_ptr = QSEG + b * T
         dk, dv = _dkdv_visit(dk, dv, k, v, k_pos, k_seg, q_base, do_base, qpos_ptr, qseg_ptr,
-                             lse_ptr, delta_ptr, lo, lf, T, stride_qt, stride_dot, qk_scale,
-                             offs_m, offs_h, offs_hv, H, HV, EVEN_H, EVEN_HV, BLOCK_M, True,
-                             SEQUENTIAL, PAD_ID, IEEE)
+                             lse_ptr, delta_ptr, lo, lf + hi - uf, lf, uf, T, stride_qt,
+                             stride_dot, qk_scale, offs_m, offs_h, offs_hv, H, HV, EVEN_H,
+                             EVEN_HV, BLOCK_M, True, SEQUENTIAL, PAD_ID, IEEE)
         dk, dv = _dkdv_visit(dk, dv, k, v, k_pos, k_seg, q_base, do_base, qpos_ptr, qseg_ptr,
-                             lse_ptr, delta_ptr, lf, uf, T, stride_qt, stride_dot, qk_scale,
-                             offs_m, offs_h, offs_hv, H, HV, EVEN_H, EVEN_HV, BLOCK_M, False,
-                             SEQUENTIAL, PAD_ID, IEEE)
-        dk, dv = _dkdv_visit(dk, dv, k, v, k_pos, k_seg, q_base, do_base, qpos_ptr, qseg_ptr,
-                             lse_ptr, delta_ptr, uf, hi, T, stride_qt, stride_dot, qk_scale,
-                             offs_m, offs_h, offs_hv, H, HV, EVEN_H, EVEN_HV, BLOCK_M, True,
-                             SEQUENTIAL, PAD_ID, IEEE)
+                             lse_ptr, delta_ptr, lf, uf, lf, uf, T, stride_qt, stride_dot,
+                             qk_scale, offs_m, offs_h, offs_hv, H, HV, EVEN_H, EVEN_HV, BLOCK_M,
+                             False, SEQUENTIAL, PAD_ID, IEEE)
 
     kv_rows = (kv_start + offs_n) < S
     dk_base = DK + b * S * stride_kt + kv_start * stride_kt + kvh * H
@@ -130,20 +119,18 @@ def _dkdv_kernel(
 
 @triton.jit
 def _dq_visit(dq, q, do, lse, delta, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_ptr, start,
-              end, S, stride_kt, stride_vt, qk_scale, offs_n, offs_h, offs_hv,
+              end, lf, uf, S, stride_kt, stride_vt, qk_scale, offs_n, offs_h, offs_hv,
               H: tl.constexpr, HV: tl.constexpr, EVEN_H: tl.constexpr, EVEN_HV: tl.constexpr,
               BLOCK_N: tl.constexpr, MASKED: tl.constexpr, SEQUENTIAL: tl.constexpr,
               PAD_ID: tl.constexpr, IEEE: tl.constexpr):
-    for j in tl.range(start, end):
-        kv_start = j.to(tl.int64) * BLOCK_N
+    """Accumulate dQ over key tiles (tc.masked_tile's order)."""
+    for t in tl.range(start, end):
+        kv_start = tc.masked_tile(t, lf, uf, MASKED).to(tl.int64) * BLOCK_N
         k_ptrs = k_base + kv_start * stride_kt + offs_n[:, None] * stride_kt + offs_h[None, :]
         v_ptrs = v_base + kv_start * stride_vt + offs_n[:, None] * stride_vt + offs_hv[None, :]
         if MASKED:
-            k_pos, k_seg = tc.load_layout(kpos_ptr + kv_start, kseg_ptr + kv_start, offs_n,
-                                          S - kv_start, SEQUENTIAL, PAD_ID)
-            if SEQUENTIAL:
-                k_pos = k_pos + kv_start.to(tl.int32)
-            k_live = k_seg != PAD_ID
+            k_pos, k_seg, k_live = tc.load_tile_layout(kpos_ptr, kseg_ptr, kv_start, offs_n, S,
+                                                       SEQUENTIAL, PAD_ID)
             k = tl.load(k_ptrs, mask=k_live[:, None] & (offs_h[None, :] < H), other=0.0)
             v = tl.load(v_ptrs, mask=k_live[:, None] & (offs_hv[None, :] < HV), other=0.0)
         else:
@@ -166,27 +153,22 @@ def _dq_visit(dq, q, do, lse, delta, q_pos, q_seg, k_base, v_base, kpos_ptr, kse
 
 
 @triton.jit
-def _dq_kernel(
-    Q, K, V, DO, LSE, DELTA, QPOS, QSEG, KPOS, KSEG, LO, HI, LF, UF,
-    T, S, R, NT, qk_scale, scale,
-    DQ,
+def _dq_program(
+    pid_m, b, n, Q, K, V, DO, LSE, DELTA, QPOS, QSEG, KPOS, KSEG, LO, HI, LF, UF, T, S, R,
+    qk_scale, scale, DQ,
     N: tl.constexpr, G: tl.constexpr, H: tl.constexpr, HV: tl.constexpr,
     BLOCK_H: tl.constexpr, BLOCK_HV: tl.constexpr, EVEN_H: tl.constexpr, EVEN_HV: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ROW_RATIO: tl.constexpr,
     COL_RATIO: tl.constexpr, SEQUENTIAL: tl.constexpr, PAD_ID: tl.constexpr,
     IEEE: tl.constexpr,
 ):
-    # Strides from the static shapes (see the forward kernel).
+    """dQ of query tile pid_m (BLOCK_M queries) of query head n, visiting key tiles of BLOCK_N."""
     stride_qt = N * H
     stride_kt = (N // G) * H
     stride_vt = (N // G) * HV
     stride_dot = N * HV
-    pid_m = NT - 1 - tl.program_id(0)
-    pid_bn = tl.program_id(1)
-    b = (pid_bn // N).to(tl.int64)
-    n = pid_bn % N
     kvh = n // G
-    row = b * R + pid_m // ROW_RATIO  # tiles split mask blocks ROW_RATIO ways
+    row = b * R + pid_m // ROW_RATIO
     lo, hi, lf, uf = tc.load_bounds(LO, HI, LF, UF, row, COL_RATIO)
 
     q_start = pid_m.to(tl.int64) * BLOCK_M
@@ -194,11 +176,8 @@ def _dq_kernel(
     offs_n = tl.arange(0, BLOCK_N)
     offs_h = tl.arange(0, BLOCK_H)
     offs_hv = tl.arange(0, BLOCK_HV)
-    q_pos, q_seg = tc.load_layout(QPOS + b * T + q_start, QSEG + b * T + q_start, offs_m,
-                                  T - q_start, SEQUENTIAL, PAD_ID)
-    if SEQUENTIAL:
-        q_pos = q_pos + q_start.to(tl.int32)
-    q_live = q_seg != PAD_ID
+    q_pos, q_seg, q_live = tc.load_tile_layout(QPOS + b * T, QSEG + b * T, q_start, offs_m, T,
+                                               SEQUENTIAL, PAD_ID)
     q_base = Q + b * T * stride_qt + q_start * stride_qt + n * H
     do_base = DO + b * T * stride_dot + q_start * stride_dot + n * HV
     q = tl.load(q_base + offs_m[:, None] * stride_qt + offs_h[None, :],
@@ -214,18 +193,49 @@ def _dq_kernel(
     kseg_ptr = KSEG + b * S
     dq = tl.zeros([BLOCK_M, BLOCK_H], dtype=tl.float32)
     dq = _dq_visit(dq, q, do, lse, delta, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_ptr, lo,
-                   lf, S, stride_kt, stride_vt, qk_scale, offs_n, offs_h, offs_hv, H, HV, EVEN_H,
-                   EVEN_HV, BLOCK_N, True, SEQUENTIAL, PAD_ID, IEEE)
+                   lf + hi - uf, lf, uf, S, stride_kt, stride_vt, qk_scale, offs_n, offs_h,
+                   offs_hv, H, HV, EVEN_H, EVEN_HV, BLOCK_N, True, SEQUENTIAL, PAD_ID, IEEE)
     dq = _dq_visit(dq, q, do, lse, delta, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_ptr, lf,
-                   uf, S, stride_kt, stride_vt, qk_scale, offs_n, offs_h, offs_hv, H, HV, EVEN_H,
-                   EVEN_HV, BLOCK_N, False, SEQUENTIAL, PAD_ID, IEEE)
-    dq = _dq_visit(dq, q, do, lse, delta, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_ptr, uf,
-                   hi, S, stride_kt, stride_vt, qk_scale, offs_n, offs_h, offs_hv, H, HV, EVEN_H,
-                   EVEN_HV, BLOCK_N, True, SEQUENTIAL, PAD_ID, IEEE)
+                   uf, lf, uf, S, stride_kt, stride_vt, qk_scale, offs_n, offs_h, offs_hv, H, HV,
+                   EVEN_H, EVEN_HV, BLOCK_N, False, SEQUENTIAL, PAD_ID, IEEE)
     dq_base = DQ + b * T * stride_qt + q_start * stride_qt + n * H
     tl.store(dq_base + offs_m[:, None] * stride_qt + offs_h[None, :],
              (dq * scale).to(DQ.dtype.element_ty),
              mask=((q_start + offs_m) < T)[:, None] & (offs_h[None, :] < H))
+
+
+@triton.jit
+def _bwd_kernel(
+    Q, K, V, DO, LSE, DELTA, QPOS, QSEG, KPOS, KSEG,
+    KV_LO, KV_HI, KV_LF, KV_UF, Q_LO, Q_HI, Q_LF, Q_UF,
+    T, S, KV_R, Q_R, KV_NT, Q_NT, qk_scale, scale,
+    DQ, DK, DV,
+    N: tl.constexpr, G: tl.constexpr, KH: tl.constexpr, H: tl.constexpr, HV: tl.constexpr,
+    BLOCK_H: tl.constexpr, BLOCK_HV: tl.constexpr, EVEN_H: tl.constexpr, EVEN_HV: tl.constexpr,
+    KV_BLOCK_Q: tl.constexpr, KV_BLOCK_K: tl.constexpr, KV_ROW_RATIO: tl.constexpr,
+    KV_COL_RATIO: tl.constexpr, Q_BLOCK_Q: tl.constexpr, Q_BLOCK_K: tl.constexpr,
+    Q_ROW_RATIO: tl.constexpr, Q_COL_RATIO: tl.constexpr,
+    SEQUENTIAL: tl.constexpr, PAD_ID: tl.constexpr, IEEE: tl.constexpr,
+):
+    """Grid (KV_NT + G * Q_NT, B * KH): for each batch row and kv head, KV_NT dK/dV programs (one
+    per key tile), then G * Q_NT dQ programs (the group's query heads, heavier query tiles
+    first)."""
+    pid = tl.program_id(0)
+    pid_bk = tl.program_id(1)
+    b = (pid_bk // KH).to(tl.int64)
+    kvh = pid_bk % KH
+    if pid < KV_NT:
+        _dkdv_program(pid, b, kvh, Q, K, V, DO, LSE, DELTA, QPOS, QSEG, KPOS, KSEG, KV_LO, KV_HI,
+                      KV_LF, KV_UF, T, S, KV_R, qk_scale, scale, DK, DV, N, G, H, HV, BLOCK_H,
+                      BLOCK_HV, EVEN_H, EVEN_HV, KV_BLOCK_Q, KV_BLOCK_K, KV_ROW_RATIO,
+                      KV_COL_RATIO, SEQUENTIAL, PAD_ID, IEEE)
+    else:
+        j = pid - KV_NT
+        pid_m = Q_NT - 1 - j % Q_NT
+        _dq_program(pid_m, b, kvh * G + j // Q_NT, Q, K, V, DO, LSE, DELTA, QPOS, QSEG, KPOS,
+                    KSEG, Q_LO, Q_HI, Q_LF, Q_UF, T, S, Q_R, qk_scale, scale, DQ, N, G, H, HV,
+                    BLOCK_H, BLOCK_HV, EVEN_H, EVEN_HV, Q_BLOCK_Q, Q_BLOCK_K, Q_ROW_RATIO,
+                    Q_COL_RATIO, SEQUENTIAL, PAD_ID, IEEE)
 
 
 def backward(q, k, v, q_pos, q_seg, kv_pos, kv_seg, out, lse, dout, dq_mask: AttentionMask,
@@ -240,29 +250,27 @@ def backward(q, k, v, q_pos, q_seg, kv_pos, kv_seg, out, lse, dout, dq_mask: Att
     # rowsum(dO * O) as a contraction: no float32 copy of either tensor is materialised
     delta = jnp.einsum("btnd,btnd->bnt", dout, out, preferred_element_type=jnp.float32)
     delta = jnp.where(jnp.isfinite(lse), delta, 0.0)
-    scalars = (np.float32(scale * tc.LOG2E), np.float32(scale))
-    consts = tc.common_constants(q.dtype, h, hv, sequential)
-    common = (q, k, v, dout, lse, delta, q_pos, q_seg, kv_pos, kv_seg)
 
+    # dK/dV rows are key tiles over query columns; dQ rows are query tiles over key columns
     kv_tiles = tc.choose_tiles(q.dtype, h, hv, dkdv_mask.row_block, dkdv_mask.col_block,
                                params.num_stages)
-    nt_kv = -(-s_len // kv_tiles["BLOCK_M_TILE"])
-    dk, dv = tc.launch(
-        _dkdv_kernel, *common, *dkdv_mask.flatten(), t, s_len, dkdv_mask.lower_bounds.shape[1], nt_kv, *scalars,
-        out_shape=[tc.shape_dtype(k.shape, k.dtype), tc.shape_dtype(v.shape, v.dtype)],
-        grid=(nt_kv, b * num_kv), name="kvax_bwd_dkdv", num_warps=params.num_warps,
-        num_stages=kv_tiles["num_stages"], debug=debug, N=n, G=n // num_kv, KH=num_kv,
-        BLOCK_M=kv_tiles["BLOCK_N_TILE"], BLOCK_N=kv_tiles["BLOCK_M_TILE"],
-        ROW_RATIO=kv_tiles["ROW_RATIO"], COL_RATIO=kv_tiles["COL_RATIO"], **consts)
-
     q_tiles = tc.choose_tiles(q.dtype, h, hv, dq_mask.row_block, dq_mask.col_block,
                               params.num_stages)
-    nt_q = -(-t // q_tiles["BLOCK_M_TILE"])
-    dq = tc.launch(
-        _dq_kernel, *common, *dq_mask.flatten(), t, s_len, dq_mask.lower_bounds.shape[1], nt_q, *scalars,
-        out_shape=tc.shape_dtype(q.shape, q.dtype), grid=(nt_q, b * n),
-        name="kvax_bwd_dq", num_warps=params.num_warps, num_stages=q_tiles["num_stages"],
-        debug=debug, N=n, G=n // num_kv, BLOCK_M=q_tiles["BLOCK_M_TILE"],
-        BLOCK_N=q_tiles["BLOCK_N_TILE"], ROW_RATIO=q_tiles["ROW_RATIO"],
-        COL_RATIO=q_tiles["COL_RATIO"], **consts)
+    kv_nt = -(-s_len // kv_tiles["BLOCK_M_TILE"])
+    q_nt = -(-t // q_tiles["BLOCK_M_TILE"])
+    group = n // num_kv
+    dq, dk, dv = tc.launch(
+        _bwd_kernel, q, k, v, dout, lse, delta, q_pos, q_seg, kv_pos, kv_seg,
+        *dkdv_mask.flatten(), *dq_mask.flatten(), t, s_len, dkdv_mask.lower_bounds.shape[1],
+        dq_mask.lower_bounds.shape[1], kv_nt, q_nt, np.float32(scale * tc.LOG2E),
+        np.float32(scale),
+        out_shape=[tc.shape_dtype(q.shape, q.dtype), tc.shape_dtype(k.shape, k.dtype),
+                   tc.shape_dtype(v.shape, v.dtype)],
+        grid=(kv_nt + group * q_nt, b * num_kv), name="kvax_bwd", num_warps=params.num_warps,
+        num_stages=min(kv_tiles["num_stages"], q_tiles["num_stages"]), debug=debug, N=n, G=group,
+        KH=num_kv, KV_BLOCK_Q=kv_tiles["BLOCK_N_TILE"], KV_BLOCK_K=kv_tiles["BLOCK_M_TILE"],
+        KV_ROW_RATIO=kv_tiles["ROW_RATIO"], KV_COL_RATIO=kv_tiles["COL_RATIO"],
+        Q_BLOCK_Q=q_tiles["BLOCK_M_TILE"], Q_BLOCK_K=q_tiles["BLOCK_N_TILE"],
+        Q_ROW_RATIO=q_tiles["ROW_RATIO"], Q_COL_RATIO=q_tiles["COL_RATIO"],
+        **tc.common_constants(q.dtype, h, hv, sequential))
     return dq, dk, dv

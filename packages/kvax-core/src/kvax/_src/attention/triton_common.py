@@ -23,15 +23,28 @@ LOG2E = 1.4426950408889634
 
 
 @triton.jit
-def load_layout(pos_ptr, seg_ptr, offs, length, SEQUENTIAL: tl.constexpr, PAD_ID: tl.constexpr):
-    """Positions and segment ids of a tile; out-of-range tokens are padding."""
-    in_range = offs < length
-    seg = tl.load(seg_ptr + offs, mask=in_range, other=PAD_ID)
+def load_tile_layout(pos_ptr, seg_ptr, start, offs, length, SEQUENTIAL: tl.constexpr,
+                     PAD_ID: tl.constexpr):
+    """(positions, segment ids, live) of the tile of tokens start + offs: tokens at or past length
+    read as padding, and padding is not live."""
+    in_range = offs < length - start  # one scalar subtraction, no int64 vector
+    seg = tl.load(seg_ptr + start + offs, mask=in_range, other=PAD_ID)
     if SEQUENTIAL:
-        pos = offs
+        pos = start.to(tl.int32) + offs
     else:
-        pos = tl.load(pos_ptr + offs, mask=in_range, other=0)
-    return pos, seg
+        pos = tl.load(pos_ptr + start + offs, mask=in_range, other=0)
+    return pos, seg, seg != PAD_ID
+
+
+@triton.jit
+def masked_tile(t, lf, uf, MASKED: tl.constexpr):
+    """The column tile of step t. Masked tiles are [lo, lf) and [uf, hi), walked by one loop over
+    [lo, lf + hi - uf); full tiles [lf, uf) by another. Two loops instead of three: with three,
+    ptxas serialised the backward's wgmma chain (C7515)."""
+    if MASKED:
+        return tl.where(t < lf, t, t - lf + uf)
+    else:
+        return t
 
 
 @triton.jit

@@ -35,15 +35,12 @@ def _fwd_visit(acc, m_i, l_i, q, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_pt
             k = tl.load(k_ptrs, mask=offs_h[None, :] < H, other=0.0)
         s = tc.mma(q, tl.trans(k), None, IEEE) * qk_scale  # [BLOCK_M, BLOCK_N]
         if MASKED:
-            k_pos, k_seg = tc.load_layout(kpos_ptr + kv_start, kseg_ptr + kv_start, offs_n,
-                                          S - kv_start, SEQUENTIAL, PAD_ID)
-            if SEQUENTIAL:
-                k_pos = k_pos + kv_start.to(tl.int32)
+            k_pos, k_seg, kv_live = tc.load_tile_layout(kpos_ptr, kseg_ptr, kv_start, offs_n, S,
+                                                        SEQUENTIAL, PAD_ID)
             allowed = tc.element_mask(q_pos, q_seg, k_pos, k_seg, PAD_ID)
             s = tl.where(allowed, s, float("-inf"))
             m_new = tl.maximum(m_i, tl.max(s, 1))
             m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
-            kv_live = k_seg != PAD_ID
             v = tl.load(v_ptrs, mask=kv_live[:, None] & (offs_hv[None, :] < HV), other=0.0)
         else:
             m_new = tl.maximum(m_i, tl.max(s, 1))
@@ -93,11 +90,9 @@ def _fwd_kernel(
     offs_hv = tl.arange(0, BLOCK_HV)
     q_rows = (q_start + offs_m) < T
 
-    q_pos, q_seg = tc.load_layout(QPOS + b * T + q_start, QSEG + b * T + q_start, offs_m,
-                                  T - q_start, SEQUENTIAL, PAD_ID)
-    if SEQUENTIAL:
-        q_pos = q_pos + q_start.to(tl.int32)
-    q_live = q_seg != PAD_ID  # out-of-range rows read as padding; NaN in padding rows stays out
+    # out-of-range rows read as padding; NaN in padding rows stays out
+    q_pos, q_seg, q_live = tc.load_tile_layout(QPOS + b * T, QSEG + b * T, q_start, offs_m, T,
+                                               SEQUENTIAL, PAD_ID)
     q_base = Q + b * T * stride_qt + q_start * stride_qt + n * H
     q = tl.load(q_base + offs_m[:, None] * stride_qt + offs_h[None, :],
                 mask=q_live[:, None] & (offs_h[None, :] < H), other=0.0)  # [BLOCK_M, BLOCK_H]
