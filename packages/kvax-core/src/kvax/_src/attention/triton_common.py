@@ -107,16 +107,17 @@ def choose_tiles(dtype, head_dim: int, value_head_dim: int, row_block: int, col_
     A mask block may be split into several tiles (each inherits its block's class), so masks built
     with the default 128x128 blocks serve float32 and head dims up to 256 too. Tiles hold at most
     32 KiB of one operand: 128 rows of 16-bit head dim 128, fewer for float32 or head dim 256.
-    On Hopper the forward kernel visits 128-key blocks as two 64-key tiles pipelined two stages
-    deeper (num_stages + 2, at most 6): measured 5-18% faster on an H100 than 128-key tiles with the
-    same shared memory (tools/dev/tune.py; docs/bench/).
+    On Hopper the forward kernel visits 128-key blocks as two 64-key tiles pipelined one stage
+    deeper (num_stages + 1, at most 6): measured faster on an H100 than 128-key tiles with the same
+    shared memory, and since the masked tiles share one loop, 3-7% faster than two stages deeper
+    on document masks (docs/bench/h100-2026-11-22/tuning.md).
     """
     width = max(next_pow2(head_dim), next_pow2(value_head_dim)) * jnp.dtype(dtype).itemsize
     cap = max(16, min(128, (32 * 1024) // width))
     tile_row, tile_col = min(row_block, cap), min(col_block, cap)
     stages = num_stages if width <= 256 else min(num_stages, 2)
     if forward and is_hopper(device_kind) and tile_row == 128 and tile_col == 128:
-        tile_col, stages = 64, min(num_stages + 2, 6)
+        tile_col, stages = 64, min(num_stages + 1, 6)
     return dict(BLOCK_M_TILE=tile_row, BLOCK_N_TILE=tile_col, ROW_RATIO=row_block // tile_row,
                 COL_RATIO=col_block // tile_col, num_stages=stages)
 
