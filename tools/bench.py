@@ -56,6 +56,9 @@ def parse_args(argv=None):
     p.add_argument("--peers", default=",".join(PEERS),
                    help="comma-separated subset of " + ",".join(PEERS))
     p.add_argument("--repeats", type=int, default=10)
+    p.add_argument("--peer-timeout", type=float, default=300,
+                   help="seconds a peer's own process (FlexAttention, kvax 0.1.0) may take for one "
+                        "length, compilation included, before it is killed and reported as skipped")
     p.add_argument("--show-attention-mask", action="store_true")
     p.add_argument("--permute-tokens-for-load-balance", default="true",
                    choices=("true", "false", "striped"),
@@ -224,8 +227,9 @@ def _bench_jax_fn(name, attn, w, args, q, k, v, extra):
     return row, np.asarray(out[rows[:, 0], rows[:, 1]], np.float32)
 
 
-def run_peer_process(which, w: Workload, once=False) -> dict:
-    """tools/peers.py in its own process; its result, or RuntimeError with the peer's reason."""
+def run_peer_process(which, w: Workload, once=False, timeout=300.0) -> dict:
+    """tools/peers.py in its own process; its result, or RuntimeError with the peer's reason
+    (a process still running after timeout seconds is killed and reported)."""
     with tempfile.TemporaryDirectory() as tmp:
         out_json = os.path.join(tmp, "out.json")
         cmd = [sys.executable, os.path.join(os.path.dirname(__file__), "peers.py"), which,
@@ -233,7 +237,13 @@ def run_peer_process(which, w: Workload, once=False) -> dict:
         env = dict(PEER_ENV)
         if not env.get("TRITON_CACHE_DIR"):
             env["TRITON_CACHE_DIR"] = os.path.join(tmp, "triton-cache")
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+        except subprocess.TimeoutExpired as err:
+            tail = (err.stderr or b"")
+            tail = tail.decode(errors="replace") if isinstance(tail, bytes) else tail
+            raise RuntimeError(f"{which} process gave no result within {timeout:.0f} s and was "
+                               f"killed (--peer-timeout)\n{tail.strip()[-2000:]}") from None
         if not os.path.exists(out_json):
             raise RuntimeError(f"{which} process failed: {proc.stderr.strip()[-300:]}")
         with open(out_json) as f:
@@ -245,7 +255,7 @@ def run_peer_process(which, w: Workload, once=False) -> dict:
 
 
 def bench_subprocess(which, name, w: Workload, args):
-    res = run_peer_process(which, w)
+    res = run_peer_process(which, w, timeout=args.peer_timeout)
     row = Row(name, w.seq_len, fwd_ms=res["fwd_ms"],
               fwdbwd_ms=res["fwdbwd_ms"] if args.mode.endswith("bwd") else None,
               mask_ms=res.get("mask_ms"),
@@ -475,7 +485,8 @@ def run_memory_sweep(args, save):
     def process_runner(which):
         def run_once(seq_len):
             w = for_args(args, seq_len, min(args.num_pad_tokens, seq_len // 2))
-            peak = run_peer_process(which, w, once=True).get("peak_bytes")
+            peak = run_peer_process(which, w, once=True,
+                                    timeout=args.peer_timeout).get("peak_bytes")
             return peak / 2**30 if peak else None
         return run_once
 

@@ -4,6 +4,7 @@ import json
 import re
 
 import jax
+import pytest
 
 import bench
 
@@ -93,6 +94,18 @@ def test_peer_process_gets_a_triton_cache_dir(monkeypatch, tmp_path):
     row, _ = bench.bench_subprocess("flex", "FlexAttention (torch)", bench.Workload(64), args)
     assert seen["TRITON_CACHE_DIR"]
     assert row.fwd_ms == 1.0 and row.fwdbwd_ms == 2.0
+
+
+def test_stuck_peer_process_is_killed_and_reported(monkeypatch, tmp_path):
+    """A peer's process that outlives --peer-timeout becomes a skipped row with the reason, not a
+    run that hangs until the caller's own limit."""
+    def fake_run(cmd, timeout, **kw):
+        raise bench.subprocess.TimeoutExpired(cmd, timeout, stderr=b"compiling block mask")
+
+    monkeypatch.setattr(bench.subprocess, "run", fake_run)
+    args = bench.parse_args(["mha_bwd", "--out", str(tmp_path), "--peer-timeout", "7"])
+    with pytest.raises(RuntimeError, match=r"no result within 7 s.*\n.*compiling block mask"):
+        bench.bench_subprocess("flex", "FlexAttention (torch)", bench.Workload(64), args)
 
 
 def test_memory_sweep_plot(tmp_path):
