@@ -1,5 +1,6 @@
 """Every bad input raises a clear error naming the argument, before anything is built or launched."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -95,3 +96,59 @@ def test_imports_without_gpu_and_dist_helpers():
 
     assert PADDING_SEGMENT_ID == REF_PAD == -1
     assert callable(attention_specs) and kvax.__version__
+
+
+WIDE = [
+    ("kv_segment_ids", np.array([[5, 2**32 + 5] * (S // 2)] * B, np.int64), "int64.*4294967301"),
+    ("query_segment_ids", np.full((B, T), 0xFFFFFFFF, np.uint32), "uint32.*4294967295"),
+    ("query_positions", np.full((B, T), 2**31, np.int64), "int64.*2147483648"),
+    ("kv_positions", np.full((B, S), 2**40, np.uint64), "uint64"),
+]
+
+
+@pytest.mark.parametrize("name,value,match", WIDE, ids=[w[0] for w in WIDE])
+def test_wide_integers_that_do_not_fit_raise(name, value, match):
+    """ids 5 and 2**32 + 5 would merge, 0xFFFFFFFF would become padding: never cast silently."""
+    with pytest.raises(ValueError, match=f"{name} has dtype {match}.*outside int32"):
+        flash_attention(**args(**{name: value}))
+    a = args(**{name: value})
+    layout = [a[n] for n in ("query_positions", "query_segment_ids", "kv_positions",
+                             "kv_segment_ids")]
+    with pytest.raises(ValueError, match=f"{name} has dtype"):
+        create_attention_mask(*layout)
+
+
+def test_integer_types_that_fit_are_taken():
+    """Narrow types as they are; wide ones whose concrete values fit; the same answer as int32."""
+    want = flash_attention(**args(), fwd_params=P16, bwd_params=P16)
+    for dtype in (np.int8, np.int16, np.uint8, np.uint16, np.int64, np.uint32):
+        layout = {n: np.zeros(args()[n].shape, dtype) for n in
+                  ("query_positions", "query_segment_ids", "kv_positions", "kv_segment_ids")}
+        got = flash_attention(**args(**layout), fwd_params=P16, bwd_params=P16)
+        np.testing.assert_array_equal(np.asarray(got, np.float32), np.asarray(want, np.float32))
+
+
+def test_wide_integers_under_jit_raise():
+    """Under jit the values are unknown: a dtype wider than int32 is an error."""
+    a = args()
+
+    @jax.jit
+    def call(seg):
+        return flash_attention(**{**a, "kv_segment_ids": seg})
+
+    with pytest.raises(ValueError, match="kv_segment_ids has dtype uint32.*traced"):
+        call(jnp.zeros((B, S), jnp.uint32))
+    with jax.enable_x64(True):
+        with pytest.raises(ValueError, match="kv_segment_ids has dtype int64.*traced"):
+            call(jnp.zeros((B, S), jnp.int64))
+
+
+def test_scale_as_a_scalar_array():
+    a = args()
+    want = flash_attention(**a, scale=0.25)
+    for scale in (jnp.float32(0.25), jnp.asarray([0.25], jnp.bfloat16), np.float64(0.25)):
+        np.testing.assert_array_equal(np.asarray(flash_attention(**a, scale=scale), np.float32),
+                                      np.asarray(want, np.float32))
+    with pytest.raises(ValueError, match=r"scale must be a Python number or a scalar float "
+                                         r"array, got an array of shape \(\) and dtype int32"):
+        flash_attention(**a, scale=jnp.int32(1))

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import math
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from kvax._src.config import MAX_HEAD_DIM, FlashAttentionParamsConfig
 
 FLOAT_DTYPES = (jnp.bfloat16, jnp.float16, jnp.float32)
+_INT32 = np.iinfo(np.int32)
 
 
 def _shape(x) -> tuple[int, ...]:
@@ -34,8 +36,7 @@ def check_layout_arrays(query_positions, query_segment_ids, kv_positions, kv_seg
     for name, x in named.items():
         if len(_shape(x)) != 2:
             raise ValueError(f"{name} must have shape (batch, seq_len), got shape {_shape(x)}")
-        if not jnp.issubdtype(_dtype(x), jnp.integer):
-            raise ValueError(f"{name} must be an integer array (int32), got dtype {_dtype(x)}")
+        check_int32_values(name, x)
     b, t = _shape(query_positions)
     s = _shape(kv_positions)[1]
     batch = b if batch is None else batch
@@ -48,6 +49,35 @@ def check_layout_arrays(query_positions, query_segment_ids, kv_positions, kv_seg
                              f"{'query' if 'query' in name else 'kv'}_seq_len), "
                              f"got {_shape(named[name])}")
     return batch, q_len, kv_len
+
+
+def _fits_int32(dtype) -> bool:
+    """Every value of the dtype fits int32 (int8/16/32, uint8/16); uint32 and 64-bit do not."""
+    info = np.iinfo(dtype)
+    return info.min >= _INT32.min and info.max <= _INT32.max
+
+
+def check_int32_values(name: str, x) -> None:
+    """Positions and segment ids are computed in int32. Narrower integer types are accepted as they
+    are; wider ones (int64, uint32, uint64) only when their values are known to fit: a concrete
+    array is checked, a traced one (under jit) is an error, since a silent cast would merge ids
+    (5 and 2**32 + 5), turn 0xFFFFFFFF into padding or reorder positions past 2**31."""
+    dtype = _dtype(x)
+    if not jnp.issubdtype(dtype, jnp.integer):
+        raise ValueError(f"{name} must be an integer array (int32), got dtype {dtype}")
+    if _fits_int32(dtype):
+        return
+    if isinstance(x, jax.core.Tracer):
+        raise ValueError(
+            f"{name} has dtype {dtype}, wider than int32, and is traced (under jit), so its "
+            f"values cannot be checked: cast it to int32 yourself where the values are known to "
+            f"lie in [{_INT32.min}, {_INT32.max}]")
+    values = np.asarray(x)
+    if values.size and (values.min() < _INT32.min or values.max() > _INT32.max):
+        raise ValueError(
+            f"{name} has dtype {dtype} with values in [{values.min()}, {values.max()}], outside "
+            f"int32's [{_INT32.min}, {_INT32.max}]: positions and segment ids are int32 "
+            f"(relabel segment ids, e.g. by order of appearance in the row)")
 
 
 def check_qkv(query, key, value) -> None:
@@ -86,16 +116,22 @@ def check_head_dims_supported(query, value) -> None:
             f"head_dim={h}, value head_dim={hv}; pass backend='xla' for the pure-JAX path")
 
 
-def check_scale(scale) -> float:
-    try:
-        if isinstance(scale, (str, bytes)):
-            raise TypeError("a string")
-        value = float(scale)
-    except Exception as err:  # a tracer, an array of several elements, a string
-        raise ValueError(f"scale must be a static, finite Python number, got {scale!r}") from err
-    if not math.isfinite(value):
-        raise ValueError(f"scale must be finite, got scale={value}")
-    return value
+def check_scale(scale):
+    """A Python number or a scalar float array, traced or not (jax.nn.dot_product_attention takes
+    both); concrete values must be finite. Returned as it came; attention casts it to float32."""
+    if isinstance(scale, (bool, str, bytes)) or scale is None:
+        raise ValueError(f"scale must be a finite number or a scalar float array, got {scale!r}")
+    if isinstance(scale, (int, float, np.number)):
+        if not math.isfinite(float(scale)):
+            raise ValueError(f"scale must be finite, got scale={float(scale)}")
+        return float(scale)
+    shape, dtype = _shape(scale), _dtype(scale)
+    if shape not in ((), (1,)) or not jnp.issubdtype(dtype, jnp.floating):
+        raise ValueError(f"scale must be a Python number or a scalar float array, got an array "
+                         f"of shape {shape} and dtype {dtype}")
+    if not isinstance(scale, jax.core.Tracer) and not np.all(np.isfinite(np.asarray(scale))):
+        raise ValueError(f"scale must be finite, got scale={np.asarray(scale)}")
+    return jnp.reshape(scale, ())
 
 
 def check_params(name: str, params) -> None:
