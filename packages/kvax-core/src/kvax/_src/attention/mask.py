@@ -12,6 +12,12 @@ parts (its first run of equal segment ids, its last run, and whatever lies betwe
 range of segment ids and positions of each; two blocks may interact only if some pair of parts
 has overlapping segment ranges and a query position at or after a key position. With one or two
 documents per block (the usual case) the test is exact; with more it is conservative.
+
+Segment ids are first relabelled by where they first appear in the row (`relabel_by_appearance`):
+equality is all the rule reads, and after relabelling the ids of a block's middle span only the
+documents that lie there, whatever labels the data pipeline chose. Without it, shuffled or large
+ids made the middle ranges wide and the mask visited 3x the blocks (a 7.7x slower forward on 220
+short documents in 64k tokens).
 """
 
 from __future__ import annotations
@@ -109,6 +115,28 @@ def _pad_to(x: jax.Array, length: int, value: int) -> jax.Array:
     return jnp.pad(x, ((0, 0), (0, length - x.shape[1])), constant_values=value)
 
 
+def relabel_by_appearance(query_segment_ids: jax.Array, kv_segment_ids: jax.Array):
+    """Replace each row's segment ids by the index where the id first appears in that row (kv
+    tokens first, then queries: an id seen only among the queries gets S + its query index).
+
+    Equal ids stay equal, different ids stay different, padding stays PADDING_SEGMENT_ID (new
+    labels are >= 0), so the element rule is unchanged; labels grow along the row for contiguous
+    documents, so block summaries are as tight as with ids numbered 0, 1, 2, .... Int32 [B, T] and
+    [B, S] in, the same out. One stable sort per row."""
+    s_len = kv_segment_ids.shape[1]
+    both = jnp.concatenate([kv_segment_ids, query_segment_ids], axis=1)  # [B, S + T]
+    length = both.shape[1]
+    order = jnp.argsort(both, axis=1, stable=True)  # by id, ties by index: first index leads
+    ids = jnp.take_along_axis(both, order, axis=1)
+    idx = jnp.arange(length, dtype=jnp.int32)
+    starts = jnp.concatenate([jnp.ones_like(ids[:, :1], bool), ids[:, 1:] != ids[:, :-1]], axis=1)
+    group_start = jax.lax.cummax(jnp.where(starts, idx, 0), axis=1)  # in sorted order
+    first = jnp.take_along_axis(order, group_start, axis=1).astype(jnp.int32)
+    labels = jax.vmap(lambda o, f: jnp.zeros(length, jnp.int32).at[o].set(f))(order, first)
+    labels = jnp.where(both == PADDING_SEGMENT_ID, PADDING_SEGMENT_ID, labels)
+    return labels[:, s_len:], labels[:, :s_len]
+
+
 def _summaries(pos: jax.Array, seg: jax.Array, block: int, skip_pad: bool) -> dict:
     """Per block three parts (first run, middle, last run): fields [B, nb, 3], and uniformity."""
     b, length = seg.shape
@@ -188,7 +216,8 @@ def block_mask(
     params: FlashAttentionParamsConfig,
     skip_pad_tokens: bool = True,
 ) -> AttentionMask:
-    """Build one block mask. For kind "dkdv" rows are key blocks and columns query blocks."""
+    """Build one block mask. For kind "dkdv" rows are key blocks and columns query blocks.
+    Segment ids are expected relabelled (build_masks does it once for the three masks)."""
     q_sum = _summaries(query_positions, query_segment_ids, query_block, skip_pad_tokens)
     k_sum = _summaries(kv_positions, kv_segment_ids, kv_block, skip_pad_tokens)
     rows_are_queries = kind != "dkdv"
@@ -209,6 +238,7 @@ def build_masks(
     skip_pad_tokens: bool,
 ) -> tuple[AttentionMask, ...]:
     """(fwd,) or (fwd, dq, dkdv) masks for already validated int32 inputs."""
+    query_segment_ids, kv_segment_ids = relabel_by_appearance(query_segment_ids, kv_segment_ids)
     args = (query_positions, query_segment_ids, kv_positions, kv_segment_ids)
     masks = [block_mask(*args, kind="fwd", query_block=fwd_params.query_block_size,
                         kv_block=fwd_params.kv_block_size, params=fwd_params,
