@@ -11,7 +11,7 @@ import pytest
 from kvax_core_cases import BACKENDS, SMALL
 
 from kvax.ops import create_attention_mask, flash_attention
-from kvax_testing import check_attention, packed_batch
+from kvax_testing import check_attention, packed_batch, reference_attention
 
 
 @dataclasses.dataclass(frozen=True)
@@ -204,3 +204,77 @@ def test_head_dims_with_device_defaults(dtype, h, hv):
 
     report = check_attention(jax.jit(fn), batch, scale=scale)
     assert report.ok, str(report)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_float32_large_logits(backend):
+    """float32 with logits up to ~100 (queries x4 and x10): the checker's float32 softmax term
+    (kvax_testing.checks) is the justified bound; bf16 and f16 keep the plain 2x bound."""
+    seed = int(np.random.SeedSequence().entropy % 2**31)
+    rng = np.random.default_rng(seed)
+    for boost in (4.0, 10.0):
+        batch = packed_batch(seed, batch=1, kv_len=int(rng.integers(200, 300)), num_heads=4,
+                             num_kv_heads=2, head_dim=64, dtype="float32", num_docs=(1, 3),
+                             pad_tokens=(0, 20), poison_padding=True)
+        batch = dataclasses.replace(batch, query=batch.query * np.float32(boost))
+        scale = float(rng.uniform(0.2, 0.5))
+        report = check_attention(attention_fn(SMALL, backend=backend, scale=scale), batch,
+                                 scale=scale, seed=seed)
+        assert report.ok, f"seed={seed} boost={boost}\n{report}"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_cotangent_read_at_one_precision(backend):
+    """One-token documents: each row attends only itself, so P = 1, dP = delta and the exact dQ
+    is 0. With an op after the attention (`out * 1.5`), XLA's excess precision used to hand delta
+    an unrounded float32 cotangent and dP the bfloat16 one: dQ came out at 5e-3 to 3e-2."""
+    t = 257
+    seg = jnp.arange(t, dtype=jnp.int32)[None]
+    pos = jnp.zeros((1, t), jnp.int32)
+    rng = np.random.default_rng(3)
+    q, k, v = (jnp.asarray(rng.standard_normal((1, t, 4, 64)), jnp.bfloat16) for _ in range(3))
+    cot = jnp.asarray(rng.standard_normal((1, t, 4, 64)), jnp.bfloat16)
+
+    def f(q, k, v):
+        return flash_attention(q, k, v, pos, seg, pos, seg, scale=0.125, fwd_params=SMALL,
+                               bwd_params=SMALL, backend=backend) * 1.5
+
+    losses = (lambda q, k, v: jnp.sum(f(q, k, v).astype(jnp.float32) * cot),
+              lambda q, k, v: jnp.sum(jnp.tanh(f(q, k, v).astype(jnp.float32))))
+    for loss in losses:
+        dq = np.asarray(jax.jit(jax.grad(loss))(q, k, v), np.float32)
+        assert np.max(np.abs(dq)) < 1e-4, np.max(np.abs(dq))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_traced_scale_and_its_gradient(backend):
+    """scale = 1 / sqrt(head_dim) under jit (the downstream guide's code) equals a Python float,
+    and the gradient with respect to the scale matches the float64 reference's."""
+    batch = packed_batch(21, batch=2, kv_len=150, num_heads=4, num_kv_heads=2, head_dim=32,
+                         num_docs=(2, 4), pad_tokens=(0, 9), dtype="float32")
+    layout = [jnp.asarray(a) for a in batch.layout.arrays]
+    q, k, v = (jnp.asarray(x) for x in (batch.query, batch.key, batch.value))
+
+    @jax.jit
+    def traced(q, k, v):
+        scale = 1.0 / jnp.sqrt(q.shape[-1])
+        return flash_attention(q, k, v, *layout, scale=scale, fwd_params=SMALL,
+                               bwd_params=SMALL, backend=backend)
+
+    static = attention_fn(SMALL, backend=backend, scale=32 ** -0.5)(q, k, v, *layout)
+    np.testing.assert_array_equal(np.asarray(traced(q, k, v)), np.asarray(static))
+
+    cot = jnp.asarray(np.random.default_rng(2).standard_normal(static.shape), jnp.float32)
+
+    def loss(scale, impl):
+        if impl == "ours":
+            out = flash_attention(q, k, v, *layout, scale=scale, fwd_params=SMALL,
+                                  bwd_params=SMALL, backend=backend)
+        else:
+            out = reference_attention(q, k, v, *layout, scale=scale, dtype=jnp.float64)[0]
+        return jnp.sum(out * cot)
+
+    got = jax.jit(jax.grad(lambda s: loss(s, "ours")))(jnp.float32(0.3))
+    with jax.enable_x64(True):
+        want = jax.grad(lambda s: loss(s, "ref"))(jnp.float64(0.3))
+    np.testing.assert_allclose(float(got), float(want), rtol=1e-4)

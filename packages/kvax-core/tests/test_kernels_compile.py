@@ -13,8 +13,7 @@ from kvax.utils import default_params  # noqa: E402
 H100_SHARED_BYTES = 232448
 POINTERS_I32 = ("QPOS", "QSEG", "KPOS", "KSEG", "LO", "HI", "LF", "UF", "KV_LO", "KV_HI", "KV_LF",
                 "KV_UF", "Q_LO", "Q_HI", "Q_LF", "Q_UF")
-POINTERS_F32 = ("LSE", "DELTA")
-FLOATS = ("qk_scale", "scale")
+POINTERS_F32 = ("LSE", "DELTA", "SCALE")
 
 
 def compile_for_hopper(kernel, dtype, constants, num_warps, num_stages):
@@ -30,8 +29,6 @@ def compile_for_hopper(kernel, dtype, constants, num_warps, num_stages):
             signature[name] = "*i32"
         elif name in POINTERS_F32:
             signature[name] = "*fp32"
-        elif name in FLOATS:
-            signature[name] = "fp32"
         elif name in ("Q", "K", "V", "O", "DO", "DQ", "DK", "DV"):
             signature[name] = f"*{elem}"  # Q K V O DO DQ DK DV
         else:

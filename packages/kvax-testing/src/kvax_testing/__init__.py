@@ -9,6 +9,7 @@ from kvax_testing.reference import (
     causal_term,
     document_term,
     reference_attention,
+    reference_logits,
     reference_mask,
 )
 
@@ -28,6 +29,7 @@ __all__ = [
     "packed_batch",
     "packed_layout",
     "reference_attention",
+    "reference_logits",
     "reference_mask",
     "set_fake_cpu_devices",
 ]

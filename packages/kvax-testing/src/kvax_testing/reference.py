@@ -62,6 +62,14 @@ def reference_mask(
     return allowed
 
 
+def reference_logits(query, key, scale=1.0) -> jax.Array:
+    """scale * Q K^T as [B, N, T, S] in the inputs' dtype (query head n reads kv head n // G)."""
+    q, k = jnp.asarray(query), jnp.asarray(key)
+    k = jnp.repeat(k, q.shape[2] // k.shape[2], axis=2)
+    hi = jax.lax.Precision.HIGHEST
+    return jnp.einsum("btnh,bsnh->bnts", q, k, precision=hi) * jnp.asarray(scale, q.dtype)
+
+
 def reference_attention(
     query,
     key,

@@ -37,7 +37,13 @@ def _dist(mesh):
 
 
 def _as_int32(*arrays):
+    """Validated positions and segment ids (their values fit int32) as int32 arrays."""
     return tuple(jnp.asarray(a).astype(jnp.int32) for a in arrays)
+
+
+# Jitted so that eager calls of one shape compile once; inlined under an outer jit.
+_build_masks = jax.jit(build_masks, static_argnames=("fwd_params", "bwd_params",
+                                                     "skip_pad_tokens"))
 
 
 def resolve_params(fwd_params, bwd_params, masks: Sequence[AttentionMask] = ()):
@@ -60,10 +66,10 @@ def create_attention_mask_local(query_positions, query_segment_ids, kv_positions
     validate.check_layout_arrays(query_positions, query_segment_ids, kv_positions,
                                  kv_segment_ids)
     fwd_params, bwd_params = resolve_params(fwd_params, bwd_params)
-    return build_masks(*_as_int32(query_positions, query_segment_ids, kv_positions,
-                                  kv_segment_ids),
-                       fwd_params=fwd_params, bwd_params=bwd_params if calc_bwd_mask else None,
-                       skip_pad_tokens=bool(skip_pad_tokens))
+    return _build_masks(*_as_int32(query_positions, query_segment_ids, kv_positions,
+                                   kv_segment_ids),
+                        fwd_params=fwd_params, bwd_params=bwd_params if calc_bwd_mask else None,
+                        skip_pad_tokens=bool(skip_pad_tokens))
 
 
 def create_attention_mask(
@@ -81,6 +87,9 @@ def create_attention_mask(
 
     Build them once per step and pass them to every layer's flash_attention. Positions and segment
     ids are integer [B, T] (queries) and [B, S] (keys/values); padding carries PADDING_SEGMENT_ID.
+    They are computed in int32: int8/16/32 and uint8/16 are taken as they are; int64, uint32 and
+    uint64 only when their values are known to fit (a concrete array is checked; under jit such a
+    dtype is a ValueError), never silently cast.
     Returns (fwd,) or (fwd, dq, dkdv), each an AttentionMask pytree. skip_pad_tokens=False keeps
     blocks of padding in the visited ranges (slower; the result is the same: padding never attends).
     """
@@ -166,13 +175,13 @@ def flash_attention_local(query, key, value, query_positions, query_segment_ids,
     layout = _as_int32(query_positions, query_segment_ids, kv_positions, kv_segment_ids)
     skip_pad = masks[0].skip_pad_tokens if masks else True
     if not masks:
-        masks = build_masks(*layout, fwd_params=fwd_params, bwd_params=None,
-                            skip_pad_tokens=skip_pad)
-    opts = Options(scale=scale, sequential=bool(assume_sequential_positions), backend=resolved,
+        masks = _build_masks(*layout, fwd_params=fwd_params, bwd_params=None,
+                             skip_pad_tokens=skip_pad)
+    opts = Options(sequential=bool(assume_sequential_positions), backend=resolved,
                    fwd_params=fwd_params, bwd_params=bwd_params,
                    memory_optimized_gqa_backward=bool(memory_optimized_gqa_backward),
                    skip_pad_tokens=skip_pad, debug=bool(debug))
-    return attention(opts, query, key, value, *layout, masks)
+    return attention(opts, query, key, value, jnp.asarray(scale, jnp.float32), *layout, masks)
 
 
 def flash_attention(
@@ -184,7 +193,7 @@ def flash_attention(
     kv_positions: jax.Array,
     kv_segment_ids: jax.Array,
     mask: Sequence[AttentionMask] | AttentionMask | None = None,
-    scale: float = 1.0,
+    scale: float | jax.Array = 1.0,
     bias: jax.Array | None = None,
     fwd_params: FlashAttentionParamsConfig | None = None,
     bwd_params: FlashAttentionParamsConfig | None = None,
@@ -200,7 +209,10 @@ def flash_attention(
 
     Query t attends key s iff their segment ids are equal and not PADDING_SEGMENT_ID and
     query_positions[t] >= kv_positions[s]; rows with nothing to attend give 0. `mask` is what
-    create_attention_mask returned (built here when None). `assume_sequential_positions=True`
+    create_attention_mask returned (built here when None). `scale` multiplies the logits: a
+    Python number or a scalar float array (traced under jit too; the output is differentiable in
+    it). Positions and segment ids are int32 (or narrower, or wider with values that fit: see
+    create_attention_mask). `assume_sequential_positions=True`
     promises positions arange(T) and arange(S) and skips loading them. `backend`: "auto" picks the
     Triton kernels on a GPU and the pure-JAX blockwise path elsewhere; "triton" or "xla" forces one.
     Returns [B, T, N, Hv] in the inputs' dtype. Differentiable in query, key and value.

@@ -76,9 +76,10 @@ def _grouped(x, k):
     return x.reshape(b, l, k, n // k, h)
 
 
-def forward(q, k, v, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *, scale: float,
+def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *,
             sequential: bool):
-    """Returns output [B, T, N, Hv] in q's dtype and logsumexp [B, N, T] (float32, +inf if empty)."""
+    """Returns output [B, T, N, Hv] in q's dtype and logsumexp [B, N, T] (float32, +inf if empty).
+    scale: a float32 scalar, traced or not."""
     b, t, n, _ = q.shape
     num_kv = k.shape[2]
     bq, bk = mask.row_block, mask.col_block
@@ -122,8 +123,8 @@ def _rows_to_blocks(x, block, num_kv):
     return x.reshape(*x.shape[:3], num_kv, n // num_kv).transpose(0, 1, 3, 4, 2)
 
 
-def backward(q, k, v, q_pos, q_seg, kv_pos, kv_seg, out, lse, dout, dq_mask: AttentionMask,
-             dkdv_mask: AttentionMask, *, scale: float, sequential: bool):
+def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, out, lse, dout,
+             dq_mask: AttentionMask, dkdv_mask: AttentionMask, *, sequential: bool):
     """Gradients (dq, dk, dv) in the inputs' dtype; dk/dv summed over each kv head's group."""
     b, t, n, h = q.shape
     s_len, num_kv, hv = k.shape[1], k.shape[2], v.shape[3]
@@ -131,7 +132,9 @@ def backward(q, k, v, q_pos, q_seg, kv_pos, kv_seg, out, lse, dout, dq_mask: Att
     do0 = _grouped(_zero_padding(dout, q_seg), num_kv).astype(_F32)  # [B,T,K,G,Hv]
     k0 = _zero_padding(k, kv_seg).astype(_F32)
     v0 = _zero_padding(v, kv_seg).astype(_F32)
-    delta = jnp.einsum("btnd,btnd->bnt", dout.astype(_F32), out.astype(_F32), precision=_HI)
+    # delta from the same float32 copy of dout that the dP products read
+    delta = jnp.einsum("btkgd,btkgd->bkgt", do0, _grouped(out, num_kv).astype(_F32),
+                       precision=_HI).reshape(b, n, t)
     delta = jnp.where(jnp.isfinite(lse), delta, 0.0)  # [B,N,T]
 
     # dQ: rows are query blocks.

@@ -7,7 +7,6 @@ one program. One launch instead of two kernels lets dQ programs fill the dK/dV p
 from __future__ import annotations
 
 import jax.numpy as jnp
-import numpy as np
 import triton
 import triton.language as tl
 
@@ -206,20 +205,22 @@ def _dq_program(
 
 @triton.jit
 def _bwd_kernel(
-    Q, K, V, DO, LSE, DELTA, QPOS, QSEG, KPOS, KSEG,
+    Q, K, V, SCALE, DO, LSE, DELTA, QPOS, QSEG, KPOS, KSEG,
     KV_LO, KV_HI, KV_LF, KV_UF, Q_LO, Q_HI, Q_LF, Q_UF,
-    T, S, KV_R, Q_R, KV_NT, Q_NT, qk_scale, scale,
+    T, S, KV_R, Q_R, KV_NT, Q_NT,
     DQ, DK, DV,
     N: tl.constexpr, G: tl.constexpr, KH: tl.constexpr, H: tl.constexpr, HV: tl.constexpr,
     BLOCK_H: tl.constexpr, BLOCK_HV: tl.constexpr, EVEN_H: tl.constexpr, EVEN_HV: tl.constexpr,
     KV_BLOCK_Q: tl.constexpr, KV_BLOCK_K: tl.constexpr, KV_ROW_RATIO: tl.constexpr,
     KV_COL_RATIO: tl.constexpr, Q_BLOCK_Q: tl.constexpr, Q_BLOCK_K: tl.constexpr,
     Q_ROW_RATIO: tl.constexpr, Q_COL_RATIO: tl.constexpr,
-    SEQUENTIAL: tl.constexpr, PAD_ID: tl.constexpr, IEEE: tl.constexpr,
+    SEQUENTIAL: tl.constexpr, PAD_ID: tl.constexpr, IEEE: tl.constexpr, LOG2E: tl.constexpr,
 ):
     """Grid (KV_NT + G * Q_NT, B * KH): for each batch row and kv head, KV_NT dK/dV programs (one
     per key tile), then G * Q_NT dQ programs (the group's query heads, heavier query tiles
     first)."""
+    scale = tl.load(SCALE)  # a device scalar: the scale may be traced
+    qk_scale = scale * LOG2E
     pid = tl.program_id(0)
     pid_bk = tl.program_id(1)
     b = (pid_bk // KH).to(tl.int64)
@@ -238,8 +239,8 @@ def _bwd_kernel(
                     Q_COL_RATIO, SEQUENTIAL, PAD_ID, IEEE)
 
 
-def backward(q, k, v, q_pos, q_seg, kv_pos, kv_seg, out, lse, dout, dq_mask: AttentionMask,
-             dkdv_mask: AttentionMask, *, scale: float, sequential: bool, params,
+def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, out, lse, dout,
+             dq_mask: AttentionMask, dkdv_mask: AttentionMask, *, sequential: bool, params,
              memory_optimized_gqa: bool = False, debug: bool = False):
     """(dq, dk, dv) in the inputs' dtypes. memory_optimized_gqa is accepted for the original API:
     these kernels never hold per-query-head copies of dK/dV, so both settings use the same memory."""
@@ -260,10 +261,9 @@ def backward(q, k, v, q_pos, q_seg, kv_pos, kv_seg, out, lse, dout, dq_mask: Att
     q_nt = -(-t // q_tiles["BLOCK_M_TILE"])
     group = n // num_kv
     dq, dk, dv = tc.launch(
-        _bwd_kernel, q, k, v, dout, lse, delta, q_pos, q_seg, kv_pos, kv_seg,
-        *dkdv_mask.flatten(), *dq_mask.flatten(), t, s_len, dkdv_mask.lower_bounds.shape[1],
-        dq_mask.lower_bounds.shape[1], kv_nt, q_nt, np.float32(scale * tc.LOG2E),
-        np.float32(scale),
+        _bwd_kernel, q, k, v, tc.scale_array(scale), dout, lse, delta, q_pos, q_seg, kv_pos,
+        kv_seg, *dkdv_mask.flatten(), *dq_mask.flatten(), t, s_len,
+        dkdv_mask.lower_bounds.shape[1], dq_mask.lower_bounds.shape[1], kv_nt, q_nt,
         out_shape=[tc.shape_dtype(q.shape, q.dtype), tc.shape_dtype(k.shape, k.dtype),
                    tc.shape_dtype(v.shape, v.dtype)],
         grid=(kv_nt + group * q_nt, b * num_kv), name="kvax_bwd", num_warps=params.num_warps,

@@ -96,8 +96,14 @@ def common_constants(dtype, head_dim: int, value_head_dim: int, sequential: bool
         H=head_dim, HV=value_head_dim, BLOCK_H=block_h, BLOCK_HV=block_hv,
         EVEN_H=block_h == head_dim, EVEN_HV=block_hv == value_head_dim,
         SEQUENTIAL=bool(sequential), PAD_ID=PADDING_SEGMENT_ID,
-        IEEE=ieee_products(dtype),
+        IEEE=ieee_products(dtype), LOG2E=LOG2E,
     )
+
+
+def scale_array(scale) -> jax.Array:
+    """The softmax scale as a float32 [1] array, which the kernels load: jax-triton bakes scalar
+    arguments into the compiled call, so a traced scale must travel as an array."""
+    return jnp.reshape(jnp.asarray(scale, jnp.float32), (1,))
 
 
 def choose_tiles(dtype, head_dim: int, value_head_dim: int, row_block: int, col_block: int,

@@ -4,7 +4,6 @@ visible ones."""
 
 from __future__ import annotations
 
-import numpy as np
 import triton
 import triton.language as tl
 
@@ -61,14 +60,14 @@ def _fwd_visit(acc, m_i, l_i, q, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_pt
 
 @triton.jit
 def _fwd_kernel(
-    Q, K, V, QPOS, QSEG, KPOS, KSEG, LO, HI, LF, UF,
-    T, S, R, NT, qk_scale,
+    Q, K, V, SCALE, QPOS, QSEG, KPOS, KSEG, LO, HI, LF, UF,
+    T, S, R, NT,
     O, LSE,
     N: tl.constexpr, G: tl.constexpr, H: tl.constexpr, HV: tl.constexpr,
     BLOCK_H: tl.constexpr, BLOCK_HV: tl.constexpr, EVEN_H: tl.constexpr, EVEN_HV: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ROW_RATIO: tl.constexpr,
     COL_RATIO: tl.constexpr, SEQUENTIAL: tl.constexpr, PAD_ID: tl.constexpr,
-    IEEE: tl.constexpr,
+    IEEE: tl.constexpr, LOG2E: tl.constexpr,
 ):
     # Strides from the static shapes, so Triton knows their divisibility and vectorises the loads
     # (jax-triton passes integer scalars without divisibility hints).
@@ -76,6 +75,7 @@ def _fwd_kernel(
     stride_kt = (N // G) * H
     stride_vt = (N // G) * HV
     stride_ot = N * HV
+    qk_scale = tl.load(SCALE) * LOG2E  # a device scalar: the scale may be traced
     pid_m = NT - 1 - tl.program_id(0)  # heavier (later) query blocks first
     pid_bn = tl.program_id(1)
     b = (pid_bn // N).to(tl.int64)
@@ -126,7 +126,7 @@ def _fwd_kernel(
     tl.store(lse_base + offs_m, lse, mask=q_rows)
 
 
-def forward(q, k, v, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *, scale: float,
+def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *,
             sequential: bool, params, debug: bool = False):
     """Output [B, T, N, Hv] (q's dtype) and logsumexp [B, N, T] (float32, log2 units)."""
     b, t, n, h = q.shape
@@ -139,8 +139,8 @@ def forward(q, k, v, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *, scale
     num_tiles = -(-t // tiles["BLOCK_M_TILE"])
     out_shapes = [tc.shape_dtype((b, t, n, hv), q.dtype), tc.shape_dtype((b, n, t), "float32")]
     out, lse = tc.launch(
-        _fwd_kernel, q, k, v, q_pos, q_seg, kv_pos, kv_seg, *mask.flatten(),
-        t, s_len, r, num_tiles, np.float32(scale * tc.LOG2E),
+        _fwd_kernel, q, k, v, tc.scale_array(scale), q_pos, q_seg, kv_pos, kv_seg,
+        *mask.flatten(), t, s_len, r, num_tiles,
         out_shape=out_shapes, grid=(num_tiles, b * n), name="kvax_fwd",
         num_warps=params.num_warps, num_stages=tiles["num_stages"], debug=debug,
         N=n, G=n // num_kv, BLOCK_M=tiles["BLOCK_M_TILE"], BLOCK_N=tiles["BLOCK_N_TILE"],
