@@ -83,7 +83,8 @@ def assert_same(batch, sharded_fn):
     got, got_vjp = jax.vjp(sharded_fn, q, k, v)
     cot = jnp.asarray(np.random.default_rng(1).standard_normal(want.shape), want.dtype)
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=2e-5, rtol=2e-5)
-    for name, a, b in zip("qkv", got_vjp(cot), want_vjp(cot)):
+    # on an Explicit mesh the cotangent carries the output's sharding in its type
+    for name, a, b in zip("qkv", got_vjp(jax.device_put(cot, got.sharding)), want_vjp(cot)):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=5e-5, rtol=5e-5,
                                    err_msg=f"d{name}")
 
@@ -168,3 +169,67 @@ def test_permutation_round_trip_and_balance():
         a, b = unpermute_tokens_context_parallelism((perm, perm + 1), mesh=mesh)
     np.testing.assert_array_equal(a, x)
     np.testing.assert_array_equal(b, x + 1)
+
+
+@pytest.mark.parametrize("explicit", [True, False], ids=["explicit-axes", "auto-axes"])
+@pytest.mark.parametrize("how", ["mesh-arg", "set-mesh", "legacy-with"])
+@pytest.mark.parametrize("jit", [True, False], ids=["jit", "eager"])
+def test_mesh_kinds_and_how_they_are_given(explicit, how, jit, fake_mesh, mesh_device_count):
+    """The README's context-parallel usage on the meshes users make (jax.make_mesh: Explicit
+    axes) and on Auto ones, with the mesh given as mesh=, by jax.set_mesh or `with mesh:`."""
+    import contextlib
+    import warnings
+
+    devices = min(mesh_device_count, 8)
+    mesh = fake_mesh((2, devices // 2), ("data", "context"), explicit=explicit)
+    batch = packed_batch(9, batch=2, kv_len=64, num_heads=4, num_kv_heads=2, head_dim=16,
+                         num_docs=(2, 4), pad_tokens=(0, 7), dtype="float32")
+    qp, qs, kp, ks = (jnp.asarray(a) for a in batch.layout.arrays)
+    arg = {"mesh": mesh} if how == "mesh-arg" else {}
+    # jax.set_mesh(mesh) sets the mesh as soon as it is called: build only the one asked for
+    context = {"mesh-arg": contextlib.nullcontext, "set-mesh": lambda: jax.set_mesh(mesh),
+               "legacy-with": lambda: mesh}[how]()
+
+    def sharded(q, k, v):
+        with attention_specs(("data", "context", None, None), ("data", None, None, None)):
+            q, k, v, qp_, qs_ = permute_tokens_context_parallelism((q, k, v, qp, qs),
+                                                                   strategy="striped", **arg)
+            masks = create_attention_mask(qp_, qs_, kp, ks, fwd_params=P16, bwd_params=P16,
+                                          calc_bwd_mask=True, **arg)
+            out = flash_attention(q, k, v, qp_, qs_, kp, ks, mask=masks, scale=0.3,
+                                  fwd_params=P16, bwd_params=P16,
+                                  permute_tokens_for_load_balance="striped", **arg)
+            return unpermute_tokens_context_parallelism(out, strategy="striped", **arg)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # `with mesh:` is deprecated
+        with context:
+            assert_same(batch, jax.jit(sharded) if jit else sharded)
+
+
+def test_eager_calls_with_a_mesh_compile_once(fake_mesh, mesh_device_count):
+    """Outside jit, repeated calls of the same shapes (forward and vjp) compile nothing new."""
+    devices = min(mesh_device_count, 8)
+    mesh = fake_mesh((2, devices // 2), ("data", "context"))
+    batch = packed_batch(10, batch=2, kv_len=64, num_heads=4, num_kv_heads=2, head_dim=16,
+                         num_docs=3, pad_tokens=5, dtype="float32")
+    q, k, v = (jnp.asarray(x) for x in (batch.query, batch.key, batch.value))
+    layout = [jnp.asarray(a) for a in batch.layout.arrays]
+    compiles = []
+    jax.monitoring.register_event_duration_secs_listener(
+        lambda event, *_, **__: compiles.append(event)
+        if event == "/jax/core/compile/backend_compile_duration" else None)
+
+    def step():
+        with attention_specs(("data", "context", None, None), ("data", None, None, None)):
+            masks = create_attention_mask(*layout, fwd_params=P16, bwd_params=P16,
+                                          calc_bwd_mask=True, mesh=mesh)
+            out, vjp = jax.vjp(lambda *x: flash_attention(
+                *x, *layout, mask=masks, scale=0.3, fwd_params=P16, bwd_params=P16,
+                mesh=mesh), q, k, v)
+            return out, vjp(jnp.ones_like(out))
+
+    step()
+    first = len(compiles)
+    step()
+    assert first > 0 and len(compiles) == first, compiles[first:]

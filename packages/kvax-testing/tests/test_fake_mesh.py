@@ -21,3 +21,11 @@ def test_late_request_fails_loudly():
     set_fake_cpu_devices(8)  # same count: nothing to do
     with pytest.raises(FakeDevicesError, match="already started"):
         set_fake_cpu_devices(3)
+
+
+def test_fake_mesh_axis_types_match_make_mesh(fake_mesh):
+    """Users' meshes come from jax.make_mesh; the fixture gives the same axis types by default."""
+    users = jax.make_mesh((2, 4), ("data", "context"), devices=jax.devices("cpu")[:8])
+    assert fake_mesh((2, 4), ("data", "context")).axis_types == users.axis_types
+    auto = fake_mesh((2, 4), ("data", "context"), explicit=False)
+    assert set(auto.axis_types) == {jax.sharding.AxisType.Auto}

@@ -8,8 +8,11 @@ Legend: B batch, T query length, S kv length, N query heads, K kv heads, H head 
 
 from __future__ import annotations
 
+import functools
+
 import jax
-from jax.sharding import PartitionSpec as P
+import jax.numpy as jnp
+from jax.sharding import NamedSharding, PartitionSpec as P
 
 from kvax._src.attention.api import create_attention_mask_local, flash_attention_local
 from kvax._src.attention.mask import AttentionMask
@@ -30,6 +33,31 @@ def _layout_specs(specs: AttentionSpecs):
     return P(specs.batch, specs.context), P(specs.batch, None)
 
 
+def _explicit(mesh) -> bool:
+    return any(t == jax.sharding.AxisType.Explicit for t in mesh.axis_types)
+
+
+def _as_specs(mesh, args, specs):
+    """On a mesh with Explicit axes (what jax.make_mesh gives) arrays carry their sharding in
+    their type and shard_map wants it to match in_specs: reshard them first. Auto axes need
+    nothing."""
+    if not _explicit(mesh):
+        return args
+    def reshard(spec, subtree):  # a spec may be a prefix of a pytree (the masks)
+        sharding = NamedSharding(mesh, spec)
+        return jax.tree.map(lambda x: jax.sharding.reshard(x, sharding), subtree)
+
+    return tuple(reshard(spec, arg) for spec, arg in zip(specs, args))
+
+
+def _sharded(local, mesh, in_specs, out_specs):
+    """shard_map(local), inputs resharded for Explicit meshes, jitted: eager calls of one shape
+    compile once (builders below are cached on their static arguments)."""
+    mapped = jax.shard_map(local, mesh=mesh, in_specs=in_specs, out_specs=out_specs,
+                           check_vma=False)
+    return jax.jit(lambda *args: mapped(*_as_specs(mesh, args, in_specs)))
+
+
 def _check_divisible(name, length, parts, what):
     if parts > 1 and length % parts:
         raise ValueError(f"{name} {length} must be divisible by {what} = {parts}")
@@ -45,18 +73,25 @@ def create_attention_mask(query_positions, query_segment_ids, kv_positions, kv_s
     _check_divisible("batch size", b, axis_size(mesh, specs.batch), "the batch mesh axes' size")
     _check_divisible("query sequence length", t, axis_size(mesh, specs.context),
                      "the context mesh axes' size")
+    local_t = t // axis_size(mesh, specs.context)
+    build = _mask_builder(mesh, mesh.axis_types, specs, local_t, s, fwd_params, bwd_params,
+                          bool(calc_bwd_mask), bool(skip_pad_tokens))
+    return build(query_positions, query_segment_ids, kv_positions, kv_segment_ids)
+
+
+@functools.lru_cache(maxsize=128)
+def _mask_builder(mesh, axis_types, specs, local_t, s, fwd_params, bwd_params, calc_bwd_mask,
+                  skip_pad_tokens):
+    """axis_types is part of the cache key: meshes that differ only in them compare equal."""
     q_spec, kv_spec = _layout_specs(specs)
 
     def local(qp, qs, kp, ks):
         return create_attention_mask_local(qp, qs, kp, ks, fwd_params, bwd_params,
                                            calc_bwd_mask, skip_pad_tokens)
 
-    local_t = t // axis_size(mesh, specs.context)
     local_shapes = [jax.ShapeDtypeStruct((1, n), "int32") for n in (local_t, local_t, s, s)]
     out_specs = jax.tree.map(lambda _: q_spec, jax.eval_shape(local, *local_shapes))
-    sharded = jax.shard_map(local, mesh=mesh, in_specs=(q_spec, q_spec, kv_spec, kv_spec),
-                            out_specs=out_specs, check_vma=False)
-    return sharded(query_positions, query_segment_ids, kv_positions, kv_segment_ids)
+    return _sharded(local, mesh, (q_spec, q_spec, kv_spec, kv_spec), out_specs)
 
 
 def _kv_heads_for_shard(k, v, num_heads_local, group, head_axes):
@@ -77,6 +112,8 @@ def flash_attention(query, key, value, query_positions, query_segment_ids, kv_po
                     debug=False, mesh=None, backend="auto"):
     specs, mesh = _setup(mesh)
     validate.check_qkv(query, key, value)
+    if bias is not None:
+        raise NotImplementedError("bias is not supported (as in the original Kvax)")
     b, t, n, h = query.shape
     s, k_heads = key.shape[1], key.shape[2]
     validate.check_layout_arrays(query_positions, query_segment_ids, kv_positions,
@@ -114,29 +151,37 @@ def flash_attention(query, key, value, query_positions, query_segment_ids, kv_po
     else:
         masks = None
 
+    fn = _attention_builder(
+        mesh, mesh.axis_types, specs, cp, permuted, strategy, tp_q > 1 and tp_kv == 1, group,
+        (fwd_params, bwd_params, False if cp > 1 else bool(assume_sequential_positions),
+         bool(memory_optimized_gqa_backward), bool(debug), backend))
+    scale = validate.check_scale(scale)
+    return fn(query, key, value, jnp.asarray(scale, jnp.float32), query_positions,
+              query_segment_ids, kv_positions, kv_segment_ids, masks)
+
+
+@functools.lru_cache(maxsize=128)
+def _attention_builder(mesh, axis_types, specs, cp, permuted, strategy, slice_kv_heads, group,
+                       options):
+    fwd_params, bwd_params, sequential, memory_optimized, debug, backend = options
     q_spec = P(*specs.query_specs)
     kv_in = P(specs.batch, specs.context, specs.kv_specs[2], None)  # gathered inside
     lay_q, lay_kv = _layout_specs(specs)
-    mask_specs = None if masks is None else jax.tree.map(lambda _: lay_q, masks)
     head_axes = specs.query_specs[2]
 
-    def local(q, k, v, qp, qs, kp, ks, m):
+    def local(q, k, v, scale, qp, qs, kp, ks, m):
         if cp > 1:
             k = jax.lax.all_gather(k, specs.context, axis=1, tiled=True)
             v = jax.lax.all_gather(v, specs.context, axis=1, tiled=True)
             if permuted:  # gathered in permuted order; kv positions come in original order
                 k = permutation.unpermute(k, cp, strategy)
                 v = permutation.unpermute(v, cp, strategy)
-        if tp_q > 1 and tp_kv == 1:
+        if slice_kv_heads:
             k, v = _kv_heads_for_shard(k, v, q.shape[2], group, head_axes)
-        return flash_attention_local(
-            q, k, v, qp, qs, kp, ks, m, scale, bias, fwd_params, bwd_params,
-            False if cp > 1 else assume_sequential_positions, memory_optimized_gqa_backward,
-            debug, backend=backend)
+        return flash_attention_local(q, k, v, qp, qs, kp, ks, m, scale, None, fwd_params,
+                                     bwd_params, sequential, memory_optimized, debug,
+                                     backend=backend)
 
-    sharded = jax.shard_map(local, mesh=mesh,
-                            in_specs=(q_spec, kv_in, kv_in, lay_q, lay_q, lay_kv, lay_kv,
-                                      mask_specs),
-                            out_specs=q_spec, check_vma=False)
-    return sharded(query, key, value, query_positions, query_segment_ids, kv_positions,
-                   kv_segment_ids, masks)
+    # the masks' leaves are sharded like the query layout (a spec prefix for the whole tuple)
+    in_specs = (q_spec, kv_in, kv_in, P(), lay_q, lay_q, lay_kv, lay_kv, lay_q)
+    return _sharded(local, mesh, in_specs, q_spec)

@@ -12,11 +12,14 @@ visible key blocks per query block on each document's diagonal instead of one.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec as P
 
-from kvax_dist.specs import context_size
+from kvax_dist.specs import context_size, resolve_mesh
 
 
 def chunk_order(num_shards: int) -> np.ndarray:
@@ -34,8 +37,11 @@ def reorder_chunks(x: jax.Array, order: np.ndarray, axis: int = 1) -> jax.Array:
     if length % chunks:
         raise ValueError(f"sequence length {length} must be divisible by 2 x context size = "
                          f"{chunks} to permute tokens for load balance")
-    shape = x.shape[:axis] + (chunks, length // chunks) + x.shape[axis + 1:]
-    return jnp.take(x.reshape(shape), order, axis=axis).reshape(x.shape)
+    size = length // chunks
+    # static slices, not a gather: their transposes are sharding-friendly on Explicit meshes
+    parts = [jax.lax.slice_in_dim(x, int(i) * size, (int(i) + 1) * size, axis=axis)
+             for i in order]
+    return jnp.concatenate(parts, axis=axis)
 
 
 STRATEGIES = ("chunks", "striped")
@@ -77,15 +83,50 @@ def unpermute(x: jax.Array, num_shards: int, strategy="chunks") -> jax.Array:
     return reorder_chunks(x, np.argsort(chunk_order(num_shards)))
 
 
+def _along_sequence(fn, x, mesh):
+    """fn(x) for a reordering of axis 1. On a mesh with Explicit axes an array sharded along the
+    sequence cannot be gathered in place: it is resharded whole along axis 1 first, and its
+    sharding restored after (the reordering moves tokens between shards either way)."""
+    if not any(t == jax.sharding.AxisType.Explicit for t in mesh.axis_types):
+        return fn(x)
+    spec = tuple(jax.typeof(x).sharding.spec)
+    spec += (None,) * (x.ndim - len(spec))
+    if spec[1] is None:
+        return fn(x)
+    whole = NamedSharding(mesh, P(spec[0], None, *spec[2:]))
+    return jax.sharding.reshard(fn(jax.sharding.reshard(x, whole)), NamedSharding(mesh, P(*spec)))
+
+
 def _apply(inputs, fn, mesh, strategy):
     num_shards = context_size(mesh)
+    mesh = resolve_mesh(mesh)
     single = not isinstance(inputs, (tuple, list))
     arrays = (inputs,) if single else tuple(inputs)
     lengths = {a.shape[:2] for a in arrays}
     if len(lengths) != 1:
         raise ValueError(f"inputs must share (batch, seq_len), got {sorted(lengths)}")
-    out = tuple(fn(a, num_shards, strategy) for a in arrays)
+    reorder = _reorder(fn, mesh, mesh.axis_types, num_shards, strategy)
+    out = tuple(reorder(a) for a in arrays)
     return out[0] if single else out
+
+
+@functools.lru_cache(maxsize=64)
+def _reorder(fn, mesh, axis_types, num_shards, strategy):
+    """fn as a jitted op whose vjp is the inverse reordering (a permutation's transpose is its
+    inverse). Jitted: eager calls compile once. The explicit vjp: JAX 0.11's eager transpose of
+    the resharded reshapes fails on Explicit meshes. axis_types is part of the cache key since
+    meshes that differ only in them compare equal."""
+    inverse = {permute: unpermute, unpermute: permute}[fn]
+    forward, backward = (
+        jax.jit(lambda x, f=f: _along_sequence(lambda y: f(y, num_shards, strategy), x, mesh))
+        for f in (fn, inverse))
+
+    @jax.custom_vjp
+    def reorder(x):
+        return forward(x)
+
+    reorder.defvjp(lambda x: (forward(x), None), lambda _, ct: (backward(ct),))
+    return reorder
 
 
 def permute_tokens_context_parallelism(inputs, mesh=None, *, strategy="chunks"):

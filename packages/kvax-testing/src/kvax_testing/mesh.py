@@ -34,12 +34,14 @@ def set_fake_cpu_devices(count: int) -> None:
     jax.config.update("jax_num_cpu_devices", count)
 
 
-def fake_mesh(shape: Sequence[int], axis_names: Sequence[str], *, explicit: bool = False,
+def fake_mesh(shape: Sequence[int], axis_names: Sequence[str], *, explicit: bool | None = None,
               platform: str = "cpu") -> jax.sharding.Mesh:
     """A mesh of CPU devices of the given shape, e.g. fake_mesh((2, 4), ("data", "context")).
 
-    Axes are Auto (as jax.sharding.Mesh makes them) unless explicit=True. platform="gpu" builds
-    the same mesh from real GPUs, so one sharded suite runs on both."""
+    Axes are of the types jax.make_mesh gives by default (Explicit in JAX 0.11), so tests see the
+    meshes users make; explicit=False asks for Auto axes (as jax.sharding.Mesh makes them),
+    explicit=True for Explicit ones. platform="gpu" builds the same mesh from real GPUs, so one
+    sharded suite runs on both."""
     if len(shape) != len(axis_names):
         raise ValueError(f"shape {tuple(shape)} and axis_names {tuple(axis_names)} differ in rank")
     need = math.prod(shape)
@@ -50,6 +52,8 @@ def fake_mesh(shape: Sequence[int], axis_names: Sequence[str], *, explicit: bool
             f"{len(devices)}; "
             "set kvax_fake_devices (pytest ini or --kvax-fake-devices) or call set_fake_cpu_devices"
         )
-    kind = jax.sharding.AxisType.Explicit if explicit else jax.sharding.AxisType.Auto
-    return jax.make_mesh(tuple(shape), tuple(axis_names), devices=devices[:need],
-                         axis_types=(kind,) * len(shape))
+    kwargs = {}
+    if explicit is not None:
+        kind = jax.sharding.AxisType.Explicit if explicit else jax.sharding.AxisType.Auto
+        kwargs["axis_types"] = (kind,) * len(shape)
+    return jax.make_mesh(tuple(shape), tuple(axis_names), devices=devices[:need], **kwargs)
