@@ -75,6 +75,11 @@ def parse_args(argv=None):
     p.add_argument("--cp-sizes", type=int, nargs="+", default=None,
                    help="mha_cp modes: context sizes to compare (default: all local devices); "
                         "1 is the single-device baseline")
+    p.add_argument("--ids", default="sequential", choices=("sequential", "shuffled", "large"),
+                   help="segment ids as a data pipeline assigns them (the same documents)")
+    p.add_argument("--doc-median", type=int, default=None,
+                   help="log-normal document lengths with this median (sigma 1) instead of "
+                        "--num-segments equal-probability cuts")
     p.add_argument("--doc-len", type=int, default=None,
                    help="average document length: --num-segments becomes seq_len / doc_len, so "
                         "every length of a sweep has documents of the same size")
@@ -143,7 +148,7 @@ def cudnn_attention(w: Workload, memory_sweep: bool = False):
     import jax
 
     scale = w.head_dim ** -0.5
-    if w.num_segments == 1 and w.num_pad_tokens == 0:
+    if w.num_segments == 1 and w.num_pad_tokens == 0 and not w.doc_median:
         def causal(q, k, v, mask=None):
             return jax.nn.dot_product_attention(q, k, v, scale=scale, is_causal=True,
                                                 implementation="cudnn")

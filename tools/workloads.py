@@ -24,14 +24,41 @@ class Workload:
     head_dim: int = 128
     dtype: str = "bfloat16"
     seed: int = 0
+    ids: str = "sequential"  # segment ids as pipelines assign them: sequential, shuffled, large
+    doc_median: int | None = None  # log-normal document lengths with this median (tokens)
 
     @property
     def name(self) -> str:
-        return (f"B{self.batch}-S{self.seq_len}-docs{self.num_segments}-pad{self.num_pad_tokens}"
-                f"-N{self.num_heads}-K{self.num_kv_heads}-H{self.head_dim}-{self.dtype}")
+        docs = (f"lognormal{self.doc_median}" if self.doc_median else
+                f"docs{self.num_segments}")
+        ids = "" if self.ids == "sequential" else f"-{self.ids}-ids"
+        return (f"B{self.batch}-S{self.seq_len}-{docs}-pad{self.num_pad_tokens}"
+                f"-N{self.num_heads}-K{self.num_kv_heads}-H{self.head_dim}-{self.dtype}{ids}")
+
+    def _bounds(self, rng, real: int) -> np.ndarray:
+        """Document boundaries in [0, real]: num_segments uniform cuts, or log-normal lengths
+        (sigma 1: lengths spread over two orders of magnitude) until the row is full."""
+        if self.doc_median:
+            lengths = []
+            while sum(lengths) < real:
+                lengths.append(max(1, int(rng.lognormal(np.log(self.doc_median), 1.0))))
+            return np.minimum(np.concatenate([[0], np.cumsum(lengths)]), real)
+        if self.num_segments > 1:
+            cuts = np.sort(rng.choice(np.arange(1, real), self.num_segments - 1, replace=False))
+        else:
+            cuts = np.array([], np.int64)
+        return np.concatenate([[0], cuts, [real]])
+
+    def _ids(self, rng, count: int) -> np.ndarray:
+        order = np.arange(count) if self.ids == "sequential" else rng.permutation(count)
+        if self.ids == "large":
+            return np.iinfo(np.int32).max - 1 - 3 * order
+        return order * (7 if self.ids == "shuffled" else 1) + (3 if self.ids == "shuffled" else 0)
 
     def layout(self) -> tuple[np.ndarray, np.ndarray]:
         """(positions, segment_ids), int32 [B, S]."""
+        if self.ids not in ("sequential", "shuffled", "large"):
+            raise ValueError(f"ids must be sequential, shuffled or large, got {self.ids!r}")
         rng = np.random.default_rng(self.seed)
         pos = np.zeros((self.batch, self.seq_len), np.int32)
         seg = np.full((self.batch, self.seq_len), PADDING_SEGMENT_ID, np.int32)
@@ -39,16 +66,18 @@ class Workload:
         if real <= 0:
             raise ValueError(f"num_pad_tokens={self.num_pad_tokens} leaves no real tokens")
         for b in range(self.batch):
-            if self.num_segments > 1:
-                cuts = np.sort(rng.choice(np.arange(1, real), self.num_segments - 1, replace=False))
-            else:
-                cuts = np.array([], np.int64)
-            bounds = np.concatenate([[0], cuts, [real]])
-            for d in range(self.num_segments):
+            bounds = self._bounds(rng, real)
+            ids = self._ids(rng, len(bounds) - 1)
+            for d in range(len(bounds) - 1):
                 lo, hi = bounds[d], bounds[d + 1]
-                seg[b, lo:hi] = d
+                seg[b, lo:hi] = ids[d]
                 pos[b, lo:hi] = np.arange(hi - lo)
         return pos, seg
+
+    def documents(self) -> int:
+        """Documents in the first row."""
+        _, seg = self.layout()
+        return len(np.unique(seg[0][seg[0] != PADDING_SEGMENT_ID]))
 
     def allowed_pairs(self) -> int:
         pos, seg = self.layout()
@@ -71,7 +100,8 @@ def for_args(args, seq_len: int, num_pad_tokens: int | None = None) -> Workload:
     docs = max(1, round(seq_len / args.doc_len)) if args.doc_len else args.num_segments
     pad = args.num_pad_tokens if num_pad_tokens is None else num_pad_tokens
     return Workload(seq_len, docs, pad, args.batch, args.heads, args.kv_heads, args.head_dim,
-                    args.dtype)
+                    args.dtype, ids=getattr(args, "ids", "sequential"),
+                    doc_median=getattr(args, "doc_median", None))
 
 
 def inputs(w: Workload):

@@ -88,7 +88,7 @@ def _devices() -> str:
 @pytest.hookimpl(trylast=True)
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     path = config.getoption("--kvax-report")
-    if not path:
+    if not path or hasattr(config, "workerinput"):  # xdist workers: the controller writes it
         return
     stats = terminalreporter.stats
     rows, counts = [], {}
