@@ -596,9 +596,13 @@ def main(argv=None):
         os.environ.setdefault("XLA_PYTHON_CLIENT_ALLOCATOR", "platform")
     import jax
 
-    os.makedirs(args.out, exist_ok=True)
     if jax.default_backend() != "gpu":
-        sys.exit(0 if run_cpu(args) else 1)
+        if args.mode.startswith("mha_cp"):
+            sys.exit(f"{args.mode} measures context parallelism across GPUs and needs them; "
+                     f"JAX's backend is {jax.default_backend()!r}. The sharded code is tested "
+                     "on fake CPU devices by `pytest packages/kvax-dist`.")
+        sys.exit(0 if run_cpu(args) else 1)  # prints; writes nothing
+    os.makedirs(args.out, exist_ok=True)
     meta = dict(date=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
                 command=" ".join(sys.argv), device=jax.devices()[0].device_kind,
                 device_count=jax.device_count(), versions=versions())

@@ -4,6 +4,7 @@ import json
 import re
 
 import jax
+import numpy as np
 import pytest
 
 import bench
@@ -204,3 +205,25 @@ def test_plot_results_merges_runs(tmp_path):
     assert by["flex", 16]["fwd_tflops"] == 4.0  # a measurement beats a later skip
     assert by["ours", 8]["fwd_tflops"] == 1.0
     assert sweep["flex"]["longest"] == 1024
+
+
+def test_cpu_cp_mode_says_it_needs_gpus(tmp_path):
+    with pytest.raises(SystemExit, match="needs them"):
+        bench.main(["mha_cp", "--out", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()
+
+
+def test_workload_id_styles_keep_the_documents():
+    """The same documents under sequential, shuffled and large ids; log-normal lengths."""
+    from workloads import Workload
+
+    layouts = [Workload(4096, num_pad_tokens=100, ids=ids, doc_median=150).layout()
+               for ids in ("sequential", "shuffled", "large")]
+    for pos, seg in layouts[1:]:
+        np.testing.assert_array_equal(pos, layouts[0][0])
+        np.testing.assert_array_equal(seg == -1, layouts[0][1] == -1)
+        starts = np.flatnonzero(np.diff(seg[0]) != 0)
+        np.testing.assert_array_equal(starts, np.flatnonzero(np.diff(layouts[0][1][0]) != 0))
+    assert layouts[2][1].max() <= np.iinfo(np.int32).max
+    lengths = np.diff(np.flatnonzero(np.diff(layouts[0][1][0]) != 0))
+    assert lengths.min() < 60 and lengths.max() > 400  # spread over an order of magnitude

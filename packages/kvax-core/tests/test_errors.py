@@ -152,3 +152,13 @@ def test_scale_as_a_scalar_array():
     with pytest.raises(ValueError, match=r"scale must be a Python number or a scalar float "
                                          r"array, got an array of shape \(\) and dtype int32"):
         flash_attention(**a, scale=jnp.int32(1))
+
+
+def test_star_import_and_mask_legend():
+    namespace = {}
+    exec("from kvax import *", namespace)
+    assert {"ops", "utils"} <= set(namespace)
+    a = args()
+    (mask,) = create_attention_mask(a["query_positions"], a["query_segment_ids"],
+                                    a["kv_positions"], a["kv_segment_ids"], fwd_params=P16)
+    assert "'░░' visited with the element mask" in mask.format()

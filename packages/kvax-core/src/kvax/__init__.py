@@ -6,4 +6,4 @@ __version__ = ".".join(str(v) for v in __version_info__)
 import kvax.ops as ops  # noqa: E402
 import kvax.utils as utils  # noqa: E402
 
-__all__ = [*ops.__all__, *utils.__all__]
+__all__ = ["ops", "utils", "__version__"]  # `from kvax import *` gives the modules

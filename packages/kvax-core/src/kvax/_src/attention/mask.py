@@ -102,7 +102,10 @@ class AttentionMask:
                 f"{self.row_block}x{self.col_block}, {visited} visited "
                 f"({int(np.count_nonzero(classes == 2))} fully visible), "
                 f"{visited / max(rows * cols, 1):.1%} of all")
-        return "\n".join([head, border, *("||" + ln + "||" for ln in lines), border])
+        legend = ("rows: " + ("key" if self.kind == "dkdv" else "query") + " blocks, columns: "
+                  + ("query" if self.kind == "dkdv" else "key") + " blocks; '██' fully visible "
+                  "(no element mask), '░░' visited with the element mask, ' ' skipped")
+        return "\n".join([head, legend, border, *("||" + ln + "||" for ln in lines), border])
 
     def __repr__(self) -> str:
         shape = tuple(getattr(self.lower_bounds, "shape", ()))
