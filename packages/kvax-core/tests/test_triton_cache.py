@@ -18,15 +18,38 @@ class Result:
     shared_mem_bytes: int
 
 
-def fake_compiler(calls):
-    def compile_ttir(ttir, backend, options, cc, platform):
-        calls.append(ttir)
+class FakeJaxTriton:
+    """jax-triton's two steps, counting the kernels it really builds."""
+
+    def __init__(self):
+        self.built = []
+        self.compile = cache.capturing(self._compile)
+
+    def _compile(self, ttir, backend, options, cc, platform):
         return Result(f"ptx of {ttir}", "kvax_fwd", 1234)
-    return compile_ttir
+
+    def get_or_create(self, backend_init_func, platform, fn, arg_dtypes, scalar_args, **kw):
+        self.built.append(fn.source)
+        self.compile(fn.source, None, "options", 90, platform)
+        return ("kernel", fn.source), {(0,): [["tt.divisibility", 16]]}
 
 
-def make_result(ptx, name, shared):
-    return Result(ptx, name, shared)
+def make_kernel(name, num_warps, num_ctas, shared, ptx, ttir, cc):
+    return ("kernel", ttir)
+
+
+class Kernel:
+    __module__ = "kvax._src.attention.triton_fwd"
+
+    def __init__(self, source):
+        self.source = self.cache_key = source
+
+
+def build(jt, fn, num_warps=8):
+    get = cache.cached(jt.get_or_create, make_kernel, lambda: 90)
+    return get(None, "cuda", fn, ["*bf16", "i32"], [(1, "i32", 7)], num_warps=num_warps,
+               num_stages=3, num_ctas=1, compute_capability=None, enable_fp_fusion=True,
+               metaparams={"BLOCK": 64}, dump=False)
 
 
 def test_cache_dir_from_the_environment(monkeypatch, tmp_path):
@@ -40,54 +63,47 @@ def test_cache_dir_from_the_environment(monkeypatch, tmp_path):
 
 
 def test_key_covers_source_options_and_device():
-    base = cache.entry_key("ttir A", {"num_warps": 8}, 90)
-    assert base == cache.entry_key("ttir A", {"num_warps": 8}, 90)
-    assert len({base, cache.entry_key("ttir B", {"num_warps": 8}, 90),
-                cache.entry_key("ttir A", {"num_warps": 4}, 90),
-                cache.entry_key("ttir A", {"num_warps": 8}, 80)}) == 4
+    base = cache.entry_key("src A", {"num_warps": 8}, 90)
+    assert base == cache.entry_key("src A", {"num_warps": 8}, 90)
+    assert len({base, cache.entry_key("src B", {"num_warps": 8}, 90),
+                cache.entry_key("src A", {"num_warps": 4}, 90),
+                cache.entry_key("src A", {"num_warps": 8}, 80)}) == 4
 
 
 def test_second_process_reads_the_disk(monkeypatch, tmp_path):
     monkeypatch.setenv("KVAX_CACHE_DIR", str(tmp_path))
-    calls = []
-    compile_ttir = cache.cached(fake_compiler(calls), make_result)
-    run = cache.compiling_kvax_kernels(
-        lambda backend, platform, fn, ttir: compile_ttir(ttir, None, "opts", 90, platform))
-
-    class Kernel:
-        __module__ = "kvax._src.attention.triton_fwd"
-
-    first = run(None, "cuda", Kernel(), "module 1")
-    # a new process: a fresh wrapper with nothing in memory
-    compile_again = cache.cached(fake_compiler(calls), make_result)
-    again = cache.compiling_kvax_kernels(
-        lambda backend, platform, fn, ttir: compile_again(ttir, None, "opts", 90, platform))
-    second = again(None, "cuda", Kernel(), "module 1")
-    assert calls == ["module 1"] and second == first
-    again(None, "cuda", Kernel(), "module 2")  # another kernel: compiled
-    assert calls == ["module 1", "module 2"]
+    first = FakeJaxTriton()
+    kernel, attrs = build(first, Kernel("module 1"))
+    assert first.built == ["module 1"]
+    second = FakeJaxTriton()  # a new process: nothing in memory
+    assert build(second, Kernel("module 1")) == (kernel, attrs) and second.built == []
+    build(second, Kernel("module 1"), num_warps=4)  # other options: built
+    build(second, Kernel("module 2"))  # another kernel: built
+    assert second.built == ["module 1", "module 2"]
     entries = sorted(p for p in os.listdir(tmp_path))
-    assert len(entries) == 2 and all(p.endswith(".json") for p in entries)  # no temporary files
+    assert len(entries) == 3 and all(p.endswith(".json") for p in entries)  # no temporary files
 
 
 def test_other_kernels_and_bad_entries(monkeypatch, tmp_path):
     monkeypatch.setenv("KVAX_CACHE_DIR", str(tmp_path))
-    calls = []
-    compile_ttir = cache.cached(fake_compiler(calls), make_result)
-    run = cache.compiling_kvax_kernels(
-        lambda backend, platform, fn, ttir: compile_ttir(ttir, None, "opts", 90, platform))
 
-    class Theirs:
+    class Theirs(Kernel):
         __module__ = "my_project.kernels"
 
-    run(None, "cuda", Theirs(), "their module")
-    run(None, "cuda", Theirs(), "their module")
-    assert calls == ["their module"] * 2 and not os.listdir(tmp_path)  # not ours: not cached
-    key = cache.entry_key("module 3", "opts", 90)
+    jt = FakeJaxTriton()
+    build(jt, Theirs("their module"))
+    build(FakeJaxTriton(), Theirs("their module"))
+    assert not os.listdir(tmp_path)  # not ours: not cached
+    key = cache.entry_key("module 3")
     (tmp_path / f"{key}.json").write_text("{not json")
     assert cache.read_entry(str(tmp_path), key) is None
     (tmp_path / f"{key}.json").write_text(json.dumps({"key": "another", "ptx": "x"}))
     assert cache.read_entry(str(tmp_path), key) is None
+    monkeypatch.setenv("KVAX_CACHE_DIR", "off")
+    jt = FakeJaxTriton()
+    build(jt, Kernel("module 4"))
+    build(FakeJaxTriton(), Kernel("module 4"))
+    assert len(os.listdir(tmp_path)) == 1  # only the bad entry written above
 
 
 @pytest.mark.gpu
@@ -106,3 +122,30 @@ def test_triton_cache_dir_restored(tmp_path):
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                              text=True, check=True).stdout.strip().splitlines()[-1]
         assert out == want
+
+
+@pytest.mark.gpu
+def test_second_process_gets_the_same_kernels(tmp_path):
+    """Through jaxlib: a second process reads both kernels from the disk and gives bitwise the
+    same output and gradients as the process that compiled them."""
+    import subprocess
+    import sys
+
+    code = """
+import json, sys, jax, jax.numpy as jnp, numpy as np
+from kvax.ops import flash_attention
+from kvax_testing import packed_batch
+b = packed_batch(3, batch=1, kv_len=300, num_heads=4, num_kv_heads=2, head_dim=64,
+                 dtype="bfloat16", num_docs=3, pad_tokens=11)
+lay = [jnp.asarray(a) for a in b.layout.arrays]
+f = lambda q, k, v: flash_attention(q, k, v, *lay, scale=0.125, backend="triton")
+out, vjp = jax.vjp(f, *(jnp.asarray(x) for x in (b.query, b.key, b.value)))
+res = [out, *vjp(jnp.ones_like(out))]
+print(json.dumps([np.asarray(x, np.float32).tobytes().hex()[:4000] for x in res]
+                 + [float(np.asarray(x, np.float32).sum()) for x in res]))
+"""
+    env = dict(os.environ, KVAX_CACHE_DIR=str(tmp_path))
+    runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                           text=True, check=True).stdout.splitlines()[-1] for _ in range(2)]
+    assert runs[0] == runs[1]
+    assert len([p for p in os.listdir(tmp_path) if p.endswith(".json")]) == 2  # fwd and bwd
