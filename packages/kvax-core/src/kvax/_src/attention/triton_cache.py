@@ -97,10 +97,13 @@ def capturing(compile_ttir):
     the result of a kvax kernel's build for the entry written after it."""
 
     def compile_and_capture(ttir, backend, options, compute_capability, platform):
+        capture = getattr(_local, "capture", None)
+        text = str(ttir) if capture is not None else None  # before the passes rewrite it in place
         result = compile_ttir(ttir, backend, options, compute_capability, platform)
-        if getattr(_local, "capture", None) is not None:
-            _local.capture.update(ttir=str(ttir), ptx=result.binary, name=result.name,
-                                  shared=result.shared_mem_bytes)
+        if capture is not None:  # the same TTIR jax-triton put in its kernel: the same HLO, so
+            # JAX's persistent cache hits in a second process too
+            capture.update(ttir=text, ptx=result.binary, name=result.name,
+                           shared=result.shared_mem_bytes)
         return result
 
     return compile_and_capture
