@@ -233,3 +233,34 @@ def test_eager_calls_with_a_mesh_compile_once(fake_mesh, mesh_device_count):
     first = len(compiles)
     step()
     assert first > 0 and len(compiles) == first, compiles[first:]
+
+
+def test_downstream_guide_direct_usage():
+    """The downstream integration guide's "Direct Kvax Usage", as written there (jax.sharding.Mesh,
+    `with mesh, attention_specs(...)`, keywords, scale = 1 / sqrt(head_dim)), inside a jitted
+    layer; the same answer as one device."""
+    import warnings
+
+    batch_size, seq_len, head_dim = 8, 64, 32
+    q, k, v = (jnp.asarray(np.random.default_rng(i).standard_normal(
+        (batch_size, seq_len, 4, head_dim)), jnp.float32) for i in range(3))
+    positions = jnp.arange(seq_len)[None, :].repeat(batch_size, axis=0)
+    segment_ids = jnp.zeros((batch_size, seq_len), dtype=jnp.int32)
+    mesh = jax.sharding.Mesh(np.array(jax.devices("cpu")[:8]), ("data",))
+
+    @jax.jit
+    def layer(q, k, v):
+        scale = 1.0 / jnp.sqrt(head_dim)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # `with mesh:` is deprecated
+            with mesh, attention_specs(query_specs=("data", None, None, None),
+                                       kv_specs=("data", None, None, None)):
+                mask = create_attention_mask(positions, segment_ids, positions, segment_ids,
+                                             calc_bwd_mask=True, skip_pad_tokens=True)
+                return flash_attention(query=q, key=k, value=v, query_positions=positions,
+                                       query_segment_ids=segment_ids, kv_positions=positions,
+                                       kv_segment_ids=segment_ids, mask=mask, scale=scale)
+
+    want = flash_attention(q, k, v, positions, segment_ids, positions, segment_ids,
+                           scale=head_dim ** -0.5)
+    np.testing.assert_allclose(np.asarray(layer(q, k, v)), np.asarray(want), atol=2e-5, rtol=2e-5)
