@@ -235,7 +235,7 @@ def test_eager_calls_with_a_mesh_compile_once(fake_mesh, mesh_device_count):
     assert first > 0 and len(compiles) == first, compiles[first:]
 
 
-def test_downstream_guide_direct_usage():
+def test_downstream_guide_direct_usage(pytestconfig, mesh_device_count):
     """The downstream integration guide's "Direct Kvax Usage", as written there (jax.sharding.Mesh,
     `with mesh, attention_specs(...)`, keywords, scale = 1 / sqrt(head_dim)), inside a jitted
     layer; the same answer as one device."""
@@ -246,7 +246,9 @@ def test_downstream_guide_direct_usage():
         (batch_size, seq_len, 4, head_dim)), jnp.float32) for i in range(3))
     positions = jnp.arange(seq_len)[None, :].repeat(batch_size, axis=0)
     segment_ids = jnp.zeros((batch_size, seq_len), dtype=jnp.int32)
-    mesh = jax.sharding.Mesh(np.array(jax.devices("cpu")[:8]), ("data",))
+    platform = pytestconfig.getoption("--kvax-mesh-platform")  # real GPUs on the GPU machine
+    mesh = jax.sharding.Mesh(np.array(jax.devices(platform)[:min(mesh_device_count, 8)]),
+                             ("data",))
 
     @jax.jit
     def layer(q, k, v):
