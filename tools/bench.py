@@ -72,6 +72,10 @@ def parse_args(argv=None):
                         "--peers for long sweeps (its causal kernel visits other documents' "
                         "blocks: minutes per step at 1M tokens)")
     p.add_argument("--max-seq-len", type=int, default=1 << 21)
+    p.add_argument("--first-call", action="store_true",
+                   help="instead of timing: seconds from our first forward+backward call to its "
+                        "result in fresh processes, cold and warm, without and with JAX's "
+                        "persistent cache (tools/first_call.py), at the first --seq-lens value")
     p.add_argument("--cp-sizes", type=int, nargs="+", default=None,
                    help="mha_cp modes: context sizes to compare (default: all local devices); "
                         "1 is the single-device baseline")
@@ -607,7 +611,15 @@ def main(argv=None):
                 command=" ".join(sys.argv), device=jax.devices()[0].device_kind,
                 device_count=jax.device_count(), versions=versions())
     results = ResultsFile(args.out, meta)
-    if args.memory_sweep:
+    if args.first_call:
+        import first_call
+
+        for jax_cache in (False, True):
+            for row in first_call.run(argparse.Namespace(
+                    seq_len=(args.seq_lens or [65536])[0], num_segments=args.num_segments,
+                    num_pad_tokens=args.num_pad_tokens, jax_cache=jax_cache)):
+                results.save(row)
+    elif args.memory_sweep:
         run_memory_sweep(args, results.save)
         plot_memory_sweep(results.results, args.out)
     elif args.mode.startswith("mha_cp"):  # cp results: the table above and results.json

@@ -227,3 +227,15 @@ def test_workload_id_styles_keep_the_documents():
     assert layouts[2][1].max() <= np.iinfo(np.int32).max
     lengths = np.diff(np.flatnonzero(np.diff(layouts[0][1][0]) != 0))
     assert lengths.min() < 60 and lengths.max() > 400  # spread over an order of magnitude
+
+
+def test_first_call_mode_prints_cold_and_warm(tmp_path, monkeypatch, capsys):
+    """The first-call measurement on CPU (its numbers matter on a GPU): fresh processes, cold then
+    warm, split into lowering, XLA and the first run."""
+    import first_call
+
+    rows = first_call.run(first_call.argparse.Namespace(seq_len=128, num_segments=2,
+                                                        num_pad_tokens=9, jax_cache=True))
+    assert [r["run"] for r in rows] == ["cold", "warm", "warm again"]
+    assert all(r["first_call_s"] >= r["lower_s"] > 0 for r in rows)
+    assert "first call" in capsys.readouterr().out
