@@ -158,10 +158,11 @@ def launch(kernel, *args, out_shape, grid, name, num_warps, num_stages, debug, *
     for arg in args:
         if isinstance(arg, float) and not isinstance(arg, np.floating):
             raise TypeError("pass float scalars to kernels as np.float32, not Python floats")
-    from kvax._src.attention import triton_cache
+    from kvax._src.attention import triton_launch
 
-    triton_cache.install()  # disk cache of compiled kernels; TRITON_CACHE_DIR left as it was
-    jt = triton_cache.import_jax_triton()  # needs a CUDA jaxlib: imported only at launch
+    triton_launch.install()  # disk cache, TMA scratch, real warps; TRITON_CACHE_DIR as it was
+    triton_launch.register(kernel)
+    jt = triton_launch.import_jax_triton()  # needs a CUDA jaxlib: imported only at launch
 
     return jt.triton_call(*args, kernel=kernel, out_shape=out_shape, grid=grid, name=name,
                           num_warps=num_warps, num_stages=num_stages, debug=debug,
