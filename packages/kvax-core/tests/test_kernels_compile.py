@@ -50,7 +50,7 @@ def launch_constants(kind, dtype, h, hv, params):
         tiles = tc.choose_tiles(dtype, h, hv, params.query_block_size, params.kv_block_size,
                                 params.num_stages, forward=True, device_kind=kind_name)
         consts.update(BLOCK_M=tiles["BLOCK_M_TILE"], BLOCK_N=tiles["BLOCK_N_TILE"],
-                      ROW_RATIO=tiles["ROW_RATIO"], COL_RATIO=tiles["COL_RATIO"])
+                      ROW_RATIO=tiles["ROW_RATIO"], COL_RATIO=tiles["COL_RATIO"], TMA=False)
         return consts, tiles["num_stages"]
     kv = tc.choose_tiles(dtype, h, hv, params.kv_block_size, params.query_block_size,
                          params.num_stages)
@@ -146,3 +146,16 @@ def test_forward_shared_memory_estimate_matches_and_guards():
     big = dict(BLOCK_M_TILE=128, BLOCK_N_TILE=128, num_stages=4)
     with pytest.raises(ValueError, match=r"fwd_params=.*shared memory.*232448"):
         tc.check_forward_shared_memory("bfloat16", 128, 128, big, kind, params)
+
+
+def test_tma_forward_variant_compiles():
+    """The experimental forward path (K/V tiles by device-side TMA descriptors) compiles for
+    sm_90 and asks for the global scratch its descriptors live in (which the launch layer gives
+    it)."""
+    params = default_params("NVIDIA H100 80GB HBM3", backward=False)
+    consts, stages = launch_constants("fwd", "bfloat16", 128, 128, params)
+    consts.update(TMA=True)
+    compiled = compile_for_hopper(triton_fwd._fwd_kernel, "bfloat16", consts, params.num_warps,
+                                  stages)
+    assert compiled.metadata.global_scratch_size > 0
+    assert compiled.metadata.shared <= H100_SHARED_BYTES

@@ -15,18 +15,25 @@ from kvax._src.config import current_device_kind
 @triton.jit
 def _fwd_visit(acc, m_i, l_i, q, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_ptr, start, end,
                lf, uf, S, stride_kt, stride_vt, qk_scale, offs_h, offs_hv, offs_n,
+               k_desc, v_desc, b, kvh,
                H: tl.constexpr, HV: tl.constexpr, EVEN_H: tl.constexpr, EVEN_HV: tl.constexpr,
                BLOCK_N: tl.constexpr, MASKED: tl.constexpr, SEQUENTIAL: tl.constexpr,
-               PAD_ID: tl.constexpr, IEEE: tl.constexpr):
+               PAD_ID: tl.constexpr, IEEE: tl.constexpr, TMA: tl.constexpr):
     """Visit key tiles (tc.masked_tile's order); m_i is in scaled log2 units.
     Measured on an H100 and dropped (tools/dev/tune.py): the scale folded into exp2's argument
     (no change), rescaling the accumulator only when a row maximum grew by more than 2^8 (3-7%
-    slower), tl.range(warp_specialize=True) (no change)."""
+    slower), tl.range(warp_specialize=True) with pointer loads (no change). With TMA loads
+    Triton 3.6 does not specialise this loop either: at 8 warps it keeps 8 (no consumer groups),
+    at 4 its NVGPUWarpSpecialization pass fails (compiled for sm_90, 2026-11-23).
+    TMA (experimental, off by default): K and V tiles by device-side TMA descriptors over
+    [B, S, K * H] (zero past S); see the tuning notes."""
     for t in tl.range(start, end):
         kv_start = tc.masked_tile(t, lf, uf, MASKED).to(tl.int64) * BLOCK_N
         k_ptrs = k_base + kv_start * stride_kt + offs_n[:, None] * stride_kt + offs_h[None, :]
         v_ptrs = v_base + kv_start * stride_vt + offs_n[:, None] * stride_vt + offs_hv[None, :]
-        if MASKED:
+        if TMA:
+            k = k_desc.load([b, kv_start.to(tl.int32), kvh * H]).reshape(BLOCK_N, H)
+        elif MASKED:
             in_range = (kv_start + offs_n) < S
             k = tl.load(k_ptrs, mask=in_range[:, None] & (offs_h[None, :] < H), other=0.0)
         elif EVEN_H:
@@ -41,11 +48,17 @@ def _fwd_visit(acc, m_i, l_i, q, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_pt
             s = tl.where(allowed, s, float("-inf"))
             m_new = tl.maximum(m_i, tl.max(s, 1))
             m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
-            v = tl.load(v_ptrs, mask=kv_live[:, None] & (offs_hv[None, :] < HV), other=0.0)
+            if TMA:  # padding rows may hold NaN or Inf: zero them, as the masked load does
+                v = v_desc.load([b, kv_start.to(tl.int32), kvh * HV]).reshape(BLOCK_N, HV)
+                v = tl.where(kv_live[:, None], v, 0.0)
+            else:
+                v = tl.load(v_ptrs, mask=kv_live[:, None] & (offs_hv[None, :] < HV), other=0.0)
         else:
             m_new = tl.maximum(m_i, tl.max(s, 1))
             m_use = m_new
-            if EVEN_HV:
+            if TMA:
+                v = v_desc.load([b, kv_start.to(tl.int32), kvh * HV]).reshape(BLOCK_N, HV)
+            elif EVEN_HV:
                 v = tl.load(v_ptrs)  # [BLOCK_N, BLOCK_HV]
             else:
                 v = tl.load(v_ptrs, mask=offs_hv[None, :] < HV, other=0.0)
@@ -61,13 +74,13 @@ def _fwd_visit(acc, m_i, l_i, q, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_pt
 @triton.jit
 def _fwd_kernel(
     Q, K, V, SCALE, QPOS, QSEG, KPOS, KSEG, LO, HI, LF, UF,
-    T, S, R, NT,
+    B, T, S, R, NT,
     O, LSE,
     N: tl.constexpr, G: tl.constexpr, H: tl.constexpr, HV: tl.constexpr,
     BLOCK_H: tl.constexpr, BLOCK_HV: tl.constexpr, EVEN_H: tl.constexpr, EVEN_HV: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ROW_RATIO: tl.constexpr,
     COL_RATIO: tl.constexpr, SEQUENTIAL: tl.constexpr, PAD_ID: tl.constexpr,
-    IEEE: tl.constexpr, LOG2E: tl.constexpr,
+    IEEE: tl.constexpr, LOG2E: tl.constexpr, TMA: tl.constexpr,
 ):
     # Strides from the static shapes, so Triton knows their divisibility and vectorises the loads
     # (jax-triton passes integer scalars without divisibility hints).
@@ -103,17 +116,25 @@ def _fwd_kernel(
     kpos_ptr = KPOS + b * S
     kseg_ptr = KSEG + b * S
 
+    if TMA:  # [B, S, K * H] views: the descriptor zero-fills rows past S
+        k_desc = tl.make_tensor_descriptor(K, shape=[B, S, stride_kt], strides=[S * stride_kt,
+                                           stride_kt, 1], block_shape=[1, BLOCK_N, H])
+        v_desc = tl.make_tensor_descriptor(V, shape=[B, S, stride_vt], strides=[S * stride_vt,
+                                           stride_vt, 1], block_shape=[1, BLOCK_N, HV])
+    else:
+        k_desc = K
+        v_desc = V
     acc = tl.zeros([BLOCK_M, BLOCK_HV], dtype=tl.float32)
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc, m_i, l_i = _fwd_visit(acc, m_i, l_i, q, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_ptr,
                                lo, lf + hi - uf, lf, uf, S, stride_kt, stride_vt, qk_scale, offs_h,
-                               offs_hv, offs_n, H, HV, EVEN_H, EVEN_HV, BLOCK_N, True, SEQUENTIAL,
-                               PAD_ID, IEEE)
+                               offs_hv, offs_n, k_desc, v_desc, b.to(tl.int32), kvh, H, HV,
+                               EVEN_H, EVEN_HV, BLOCK_N, True, SEQUENTIAL, PAD_ID, IEEE, TMA)
     acc, m_i, l_i = _fwd_visit(acc, m_i, l_i, q, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_ptr,
                                lf, uf, lf, uf, S, stride_kt, stride_vt, qk_scale, offs_h, offs_hv,
-                               offs_n, H, HV, EVEN_H, EVEN_HV, BLOCK_N, False, SEQUENTIAL, PAD_ID,
-                               IEEE)
+                               offs_n, k_desc, v_desc, b.to(tl.int32), kvh, H, HV, EVEN_H,
+                               EVEN_HV, BLOCK_N, False, SEQUENTIAL, PAD_ID, IEEE, TMA)
 
     live = l_i > 0.0
     out = acc / tl.where(live, l_i, 1.0)[:, None]
@@ -127,7 +148,7 @@ def _fwd_kernel(
 
 
 def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *,
-            sequential: bool, params, debug: bool = False):
+            sequential: bool, params, debug: bool = False, tma: bool = False):
     """Output [B, T, N, Hv] (q's dtype) and logsumexp [B, N, T] (float32, log2 units)."""
     b, t, n, h = q.shape
     s_len, num_kv, hv = k.shape[1], k.shape[2], v.shape[3]
@@ -140,11 +161,12 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
     out_shapes = [tc.shape_dtype((b, t, n, hv), q.dtype), tc.shape_dtype((b, n, t), "float32")]
     out, lse = tc.launch(
         _fwd_kernel, q, k, v, tc.scale_array(scale), q_pos, q_seg, kv_pos, kv_seg,
-        *mask.flatten(), t, s_len, r, num_tiles,
+        *mask.flatten(), b, t, s_len, r, num_tiles,
         out_shape=out_shapes, grid=(num_tiles, b * n), name="kvax_fwd",
         num_warps=params.num_warps, num_stages=tiles["num_stages"], debug=debug,
         N=n, G=n // num_kv, BLOCK_M=tiles["BLOCK_M_TILE"], BLOCK_N=tiles["BLOCK_N_TILE"],
         ROW_RATIO=tiles["ROW_RATIO"], COL_RATIO=tiles["COL_RATIO"],
+        TMA=bool(tma),
         **tc.common_constants(q.dtype, h, hv, sequential),
     )
     return out, lse
