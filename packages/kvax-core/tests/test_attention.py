@@ -278,3 +278,9 @@ def test_traced_scale_and_its_gradient(backend):
     with jax.enable_x64(True):
         want = jax.grad(lambda s: loss(s, "ref"))(jnp.float64(0.3))
     np.testing.assert_allclose(float(got), float(want), rtol=1e-4)
+
+    # NaN in padding queries stays out of the scale's gradient too
+    pad = (batch.layout.query_segment_ids == -1)[:, :, None, None]
+    q = jnp.where(pad, jnp.nan, q)
+    assert np.any(pad) and np.isfinite(float(jax.jit(jax.grad(lambda s: loss(s, "ours")))(
+        jnp.float32(0.3))))

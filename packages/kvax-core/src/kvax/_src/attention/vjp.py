@@ -15,7 +15,7 @@ from jax.ad_checkpoint import checkpoint_name
 
 from kvax._src.attention import blockwise
 from kvax._src.attention.mask import AttentionMask, build_masks
-from kvax._src.config import FlashAttentionParamsConfig
+from kvax._src.config import PADDING_SEGMENT_ID, FlashAttentionParamsConfig
 
 REMAT_NAME = "attention_outputs"
 
@@ -79,8 +79,11 @@ def _attention_bwd(opts: Options, residuals, dout):
     else:
         dq, dk, dv = blockwise.backward(*args, sequential=opts.sequential)
     # d out / d scale = sum(dS * Q K^T) and dQ = scale * dS K, so dscale = <Q, dQ> / scale
-    # (a reduction XLA drops when nobody asks for the scale's gradient).
-    dscale = jnp.sum(q.astype(jnp.float32) * dq.astype(jnp.float32)) / scale
+    # (a reduction XLA drops when nobody asks for the scale's gradient). Padding rows are left
+    # out: their dQ is 0, but their Q may hold NaN or Inf.
+    live = (q_seg != PADDING_SEGMENT_ID)[:, :, None, None]
+    dscale = jnp.sum(jnp.where(live, q.astype(jnp.float32) * dq.astype(jnp.float32), 0.0))
+    dscale = dscale / scale
     return dq, dk, dv, dscale.astype(scale.dtype), None, None, None, None, None
 
 
