@@ -266,3 +266,26 @@ def test_downstream_guide_direct_usage(pytestconfig, mesh_device_count):
     want = flash_attention(q, k, v, positions, segment_ids, positions, segment_ids,
                            scale=head_dim ** -0.5)
     np.testing.assert_allclose(np.asarray(layer(q, k, v)), np.asarray(want), atol=2e-5, rtol=2e-5)
+
+
+def test_wide_integer_layout_on_a_mesh(fake_mesh, mesh_device_count):
+    """uint32 and int64 ids whose values fit work sharded as on one device; ones that do not fit
+    raise before anything is built."""
+    devices = min(mesh_device_count, 8)
+    mesh = fake_mesh((2, devices // 2), ("data", "context"))
+    batch = packed_batch(12, batch=2, kv_len=64, num_heads=4, num_kv_heads=2, head_dim=16,
+                         num_docs=3, pad_tokens=5, dtype="float32")
+    q, k, v = (jnp.asarray(x) for x in (batch.query, batch.key, batch.value))
+    qp, qs, kp, ks = batch.layout.arrays
+    want = flash_attention(q, k, v, qp, qs, kp, ks, scale=0.3, fwd_params=P16, bwd_params=P16)
+    wide_qs, wide_ks = (np.where(x < 0, 2**31 - 1, x).astype(np.uint32) for x in (qs, ks))
+    with attention_specs(("data", "context", None, None), ("data", None, None, None)):
+        got = flash_attention(q, k, v, qp.astype(np.int64), np.where(qs < 0, -1, qs), kp,
+                              np.asarray(ks, np.int64), scale=0.3, fwd_params=P16,
+                              bwd_params=P16, mesh=mesh, permute_tokens_for_load_balance=False)
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=2e-5, rtol=2e-5)
+        masks = create_attention_mask(qp, wide_qs, kp, wide_ks, fwd_params=P16, mesh=mesh)
+        assert masks[0].lower_bounds.shape[0] == 2
+        with pytest.raises(ValueError, match="query_segment_ids has dtype uint32"):
+            flash_attention(q, k, v, qp, np.full(qs.shape, 2**32 - 1, np.uint32), kp, ks,
+                            mesh=mesh)

@@ -43,6 +43,7 @@ def _as_specs(mesh, args, specs):
     nothing."""
     if not _explicit(mesh):
         return args
+
     def reshard(spec, subtree):  # a spec may be a prefix of a pytree (the masks)
         sharding = NamedSharding(mesh, spec)
         return jax.tree.map(lambda x: jax.sharding.reshard(x, sharding), subtree)
@@ -56,6 +57,12 @@ def _sharded(local, mesh, in_specs, out_specs):
     mapped = jax.shard_map(local, mesh=mesh, in_specs=in_specs, out_specs=out_specs,
                            check_vma=False)
     return jax.jit(lambda *args: mapped(*_as_specs(mesh, args, in_specs)))
+
+
+def _int32(*arrays):
+    """Positions and segment ids, validated (their values fit), as int32: inside the jitted
+    sharded function a wider dtype could no longer be checked."""
+    return tuple(jnp.asarray(a).astype(jnp.int32) for a in arrays)
 
 
 def _check_divisible(name, length, parts, what):
@@ -76,7 +83,7 @@ def create_attention_mask(query_positions, query_segment_ids, kv_positions, kv_s
     local_t = t // axis_size(mesh, specs.context)
     build = _mask_builder(mesh, mesh.axis_types, specs, local_t, s, fwd_params, bwd_params,
                           bool(calc_bwd_mask), bool(skip_pad_tokens))
-    return build(query_positions, query_segment_ids, kv_positions, kv_segment_ids)
+    return build(*_int32(query_positions, query_segment_ids, kv_positions, kv_segment_ids))
 
 
 @functools.lru_cache(maxsize=128)
@@ -156,8 +163,8 @@ def flash_attention(query, key, value, query_positions, query_segment_ids, kv_po
         (fwd_params, bwd_params, False if cp > 1 else bool(assume_sequential_positions),
          bool(memory_optimized_gqa_backward), bool(debug), backend))
     scale = validate.check_scale(scale)
-    return fn(query, key, value, jnp.asarray(scale, jnp.float32), query_positions,
-              query_segment_ids, kv_positions, kv_segment_ids, masks)
+    return fn(query, key, value, jnp.asarray(scale, jnp.float32),
+              *_int32(query_positions, query_segment_ids, kv_positions, kv_segment_ids), masks)
 
 
 @functools.lru_cache(maxsize=128)
