@@ -11,7 +11,7 @@ import pytest
 from kvax_core_cases import BACKENDS, SMALL
 
 from kvax.ops import create_attention_mask, flash_attention
-from kvax_testing import check_attention, packed_batch, reference_attention
+from kvax_testing import check_attention, mask_terms, packed_batch, reference_attention
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,13 +46,13 @@ CASES = [
 ]
 
 
-def attention_fn(params, *, backend, scale, sequential=False):
+def attention_fn(params, *, backend, scale, sequential=False, **variant):
     def fn(q, k, v, *layout):
         masks = create_attention_mask(*layout, fwd_params=params, bwd_params=params,
-                                      calc_bwd_mask=True)
+                                      calc_bwd_mask=True, **variant)
         return flash_attention(q, k, v, *layout, mask=masks, scale=scale, fwd_params=params,
                                bwd_params=params, assume_sequential_positions=sequential,
-                               backend=backend)
+                               backend=backend, **variant)
     return jax.jit(fn)
 
 
@@ -284,3 +284,31 @@ def test_traced_scale_and_its_gradient(backend):
     q = jnp.where(pad, jnp.nan, q)
     assert np.any(pad) and np.isfinite(float(jax.jit(jax.grad(lambda s: loss(s, "ours")))(
         jnp.float32(0.3))))
+
+
+VARIANT_CASES = [
+    (dict(is_causal=False), CASES[0]),
+    (dict(local_window_size=17), CASES[3]),
+    (dict(is_causal=False, local_window_size=(9, 4)), CASES[5]),
+    (dict(is_causal=False, local_window_size=(0, 12)), CASES[6]),
+    (dict(local_window_size=(30, 0)), Case(333, dtype="float32", layout=(("num_docs", 2),))),
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("variant,case", VARIANT_CASES,
+                         ids=[f"{'-'.join(f'{k}={v[k]}' for k in v)}-{c.id}"
+                              for v, c in VARIANT_CASES])
+def test_variants_match_reference(variant, case, backend):
+    """Bidirectional attention and sliding windows (with and without causality), outputs and
+    gradients against the float64 reference with the same rule."""
+    seed = int(np.random.SeedSequence().entropy % 2**31)
+    n, k = case.heads
+    batch = packed_batch(seed, batch=case.batch, kv_len=case.kv_len, q_len=case.q_len,
+                         num_heads=n, num_kv_heads=k, head_dim=case.head_dim,
+                         value_head_dim=case.value_head_dim, dtype=case.dtype,
+                         poison_padding=True, **dict(case.layout))
+    scale = case.head_dim ** -0.5
+    report = check_attention(attention_fn(SMALL, backend=backend, scale=scale, **variant), batch,
+                             scale=scale, seed=seed, mask_terms=mask_terms(**variant))
+    assert report.ok, f"seed={seed}\n{report}"

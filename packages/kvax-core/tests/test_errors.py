@@ -162,3 +162,25 @@ def test_star_import_and_mask_legend():
     (mask,) = create_attention_mask(a["query_positions"], a["query_segment_ids"],
                                     a["kv_positions"], a["kv_segment_ids"], fwd_params=P16)
     assert "'░░' visited with the element mask" in mask.format()
+
+
+def test_variant_arguments_and_masks_built_for_another_variant():
+    a = args()
+    layout = [a[n] for n in ("query_positions", "query_segment_ids", "kv_positions",
+                             "kv_segment_ids")]
+    masks = create_attention_mask(*layout, fwd_params=P16, local_window_size=8)
+    with pytest.raises(ValueError, match=r"mask was built for is_causal=True, local_window_size="
+                                         r"\(8, 8\), but the call asks for is_causal=True, "
+                                         r"local_window_size=None"):
+        flash_attention(**a, mask=masks, fwd_params=P16)
+    with pytest.raises(ValueError, match="is_causal=False"):
+        flash_attention(**a, mask=masks, fwd_params=P16, is_causal=False, local_window_size=8)
+    for bad in (-1, (3,), (1, 2, 3), 2.5, (1, "2"), 2**31):
+        with pytest.raises(ValueError, match="local_window_size must be"):
+            flash_attention(**a, local_window_size=bad)
+    with pytest.raises(ValueError, match="is_causal must be True or False"):
+        flash_attention(**a, is_causal="yes")
+    far = np.full((B, S), 2**30 + 1, np.int32)
+    with pytest.raises(ValueError, match=r"kv_positions must lie in \[-2\*\*30, 2\*\*30\]"):
+        flash_attention(**args(kv_positions=far), local_window_size=4)
+    flash_attention(**args(kv_positions=far))  # without a window any int32 position is fine

@@ -157,3 +157,36 @@ def test_relabel_keeps_equality_across_queries_and_keys():
     q_lab, kv_lab = relabel_by_appearance(q, kv)
     np.testing.assert_array_equal(kv_lab, [[0, 0, 2, 0, -1, 5]])
     np.testing.assert_array_equal(q_lab, [[2, 0, 6 + 2, -1]])
+
+
+VARIANTS = [dict(is_causal=False), dict(local_window_size=5), dict(local_window_size=(7, 0)),
+            dict(is_causal=False, local_window_size=(3, 9)), dict(is_causal=False,
+                                                                 local_window_size=0)]
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: "-".join(f"{k}={v[k]}" for k in v))
+@pytest.mark.parametrize("case", [0, 1, 2, 5])
+def test_variant_masks_against_brute_force(case, variant):
+    """Bidirectional and windowed masks: never skip a block with an allowed pair, never call a
+    partial block full (kvax_testing.mask_terms gives the element rule)."""
+    from kvax_testing import mask_terms
+
+    lay = packed_layout(700 + case, batch=2, **CASES[case])
+    allowed = np.asarray(reference_mask(*lay.arrays, mask_terms=mask_terms(**variant)))
+    masks = create_attention_mask(*lay.arrays, fwd_params=P, bwd_params=BWD, calc_bwd_mask=True,
+                                  **variant)
+    for m in masks:
+        for b in range(2):
+            check_mask(m, allowed, b)
+
+
+def test_window_skips_blocks_outside_it():
+    """One long document, a 40-token window: the visited blocks grow as S * W, not S^2."""
+    t = 1024
+    pos = np.arange(t, dtype=np.int32)[None]
+    seg = np.zeros((1, t), np.int32)
+    (causal,) = create_attention_mask(pos, seg, pos, seg, fwd_params=P)
+    (window,) = create_attention_mask(pos, seg, pos, seg, fwd_params=P, local_window_size=(40, 0))
+    visited = np.count_nonzero(window.block_classes())
+    assert visited <= (t // 32) * (40 // 16 + 3)  # each 32-row block meets at most 5 key blocks
+    assert visited * 5 < np.count_nonzero(causal.block_classes())

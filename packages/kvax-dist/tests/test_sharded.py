@@ -289,3 +289,41 @@ def test_wide_integer_layout_on_a_mesh(fake_mesh, mesh_device_count):
         with pytest.raises(ValueError, match="query_segment_ids has dtype uint32"):
             flash_attention(q, k, v, qp, np.full(qs.shape, 2**32 - 1, np.uint32), kp, ks,
                             mesh=mesh)
+
+
+@pytest.mark.parametrize("permute", ["striped", True], ids=["striped", "chunks"])
+@pytest.mark.parametrize("variant", [dict(is_causal=False), dict(local_window_size=(9, 3)),
+                                     dict(is_causal=False, local_window_size=5)],
+                         ids=["bidirectional", "window", "bidirectional-window"])
+def test_variants_sharded_equal_single_device(variant, permute, fake_mesh, mesh_device_count):
+    """Bidirectional and windowed attention under context parallelism with both permutations
+    (and data parallelism): outputs and gradients equal one device's."""
+    devices = min(mesh_device_count, 8)
+    mesh = fake_mesh((2, devices // 2), ("data", "context"))
+    batch = packed_batch(13, batch=2, kv_len=96, num_heads=4, num_kv_heads=2, head_dim=16,
+                         num_docs=(2, 4), pad_tokens=(0, 9), dtype="float32")
+    qp, qs, kp, ks = (jnp.asarray(a) for a in batch.layout.arrays)
+
+    def single_fn(q, k, v):
+        return flash_attention(q, k, v, qp, qs, kp, ks, scale=0.3, fwd_params=P16,
+                               bwd_params=P16, **variant)
+
+    def sharded(q, k, v):
+        with attention_specs(("data", "context", None, None), ("data", None, None, None)):
+            q, k, v, qp_, qs_ = permute_tokens_context_parallelism((q, k, v, qp, qs),
+                                                                   strategy=permute, mesh=mesh)
+            masks = create_attention_mask(qp_, qs_, kp, ks, fwd_params=P16, bwd_params=P16,
+                                          calc_bwd_mask=True, mesh=mesh, **variant)
+            out = flash_attention(q, k, v, qp_, qs_, kp, ks, mask=masks, scale=0.3,
+                                  fwd_params=P16, bwd_params=P16, mesh=mesh,
+                                  permute_tokens_for_load_balance=permute, **variant)
+            return unpermute_tokens_context_parallelism(out, strategy=permute, mesh=mesh)
+
+    q, k, v = (jnp.asarray(x) for x in (batch.query, batch.key, batch.value))
+    want, want_vjp = jax.vjp(single_fn, q, k, v)
+    got, got_vjp = jax.vjp(jax.jit(sharded), q, k, v)
+    cot = jnp.asarray(np.random.default_rng(2).standard_normal(want.shape), want.dtype)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=2e-5, rtol=2e-5)
+    for name, a, b in zip("qkv", got_vjp(jax.device_put(cot, got.sharding)), want_vjp(cot)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=5e-5, rtol=5e-5,
+                                   err_msg=f"d{name}")

@@ -16,6 +16,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 from kvax._src.attention.api import create_attention_mask_local, flash_attention_local
 from kvax._src.attention.mask import AttentionMask
+from kvax._src.attention.variant import MaskVariant
 from kvax._src.attention import validate
 from kvax_dist import permutation
 from kvax_dist.specs import (AttentionSpecs, axis_size, check_axes, get_attention_specs,
@@ -72,7 +73,7 @@ def _check_divisible(name, length, parts, what):
 
 def create_attention_mask(query_positions, query_segment_ids, kv_positions, kv_segment_ids, *,
                           fwd_params=None, bwd_params=None, calc_bwd_mask=False,
-                          skip_pad_tokens=True, mesh=None):
+                          skip_pad_tokens=True, mesh=None, variant=None):
     """Masks for each shard's queries against the whole kv sequence; rows sharded like queries."""
     specs, mesh = _setup(mesh)
     b, t, s = validate.check_layout_arrays(query_positions, query_segment_ids, kv_positions,
@@ -82,19 +83,19 @@ def create_attention_mask(query_positions, query_segment_ids, kv_positions, kv_s
                      "the context mesh axes' size")
     local_t = t // axis_size(mesh, specs.context)
     build = _mask_builder(mesh, mesh.axis_types, specs, local_t, s, fwd_params, bwd_params,
-                          bool(calc_bwd_mask), bool(skip_pad_tokens))
+                          bool(calc_bwd_mask), bool(skip_pad_tokens), variant or MaskVariant())
     return build(*_int32(query_positions, query_segment_ids, kv_positions, kv_segment_ids))
 
 
 @functools.lru_cache(maxsize=128)
 def _mask_builder(mesh, axis_types, specs, local_t, s, fwd_params, bwd_params, calc_bwd_mask,
-                  skip_pad_tokens):
+                  skip_pad_tokens, variant):
     """axis_types is part of the cache key: meshes that differ only in them compare equal."""
     q_spec, kv_spec = _layout_specs(specs)
 
     def local(qp, qs, kp, ks):
         return create_attention_mask_local(qp, qs, kp, ks, fwd_params, bwd_params,
-                                           calc_bwd_mask, skip_pad_tokens)
+                                           calc_bwd_mask, skip_pad_tokens, variant=variant)
 
     local_shapes = [jax.ShapeDtypeStruct((1, n), "int32") for n in (local_t, local_t, s, s)]
     out_specs = jax.tree.map(lambda _: q_spec, jax.eval_shape(local, *local_shapes))
@@ -116,7 +117,7 @@ def flash_attention(query, key, value, query_positions, query_segment_ids, kv_po
                     kv_segment_ids, *, mask=None, scale=1.0, bias=None, fwd_params=None,
                     bwd_params=None, assume_sequential_positions=False,
                     memory_optimized_gqa_backward=False, permute_tokens_for_load_balance=True,
-                    debug=False, mesh=None, backend="auto"):
+                    debug=False, mesh=None, backend="auto", variant=None):
     specs, mesh = _setup(mesh)
     validate.check_qkv(query, key, value)
     if bias is not None:
@@ -161,7 +162,7 @@ def flash_attention(query, key, value, query_positions, query_segment_ids, kv_po
     fn = _attention_builder(
         mesh, mesh.axis_types, specs, cp, permuted, strategy, tp_q > 1 and tp_kv == 1, group,
         (fwd_params, bwd_params, False if cp > 1 else bool(assume_sequential_positions),
-         bool(memory_optimized_gqa_backward), bool(debug), backend))
+         bool(memory_optimized_gqa_backward), bool(debug), backend, variant or MaskVariant()))
     scale = validate.check_scale(scale)
     return fn(query, key, value, jnp.asarray(scale, jnp.float32),
               *_int32(query_positions, query_segment_ids, kv_positions, kv_segment_ids), masks)
@@ -170,7 +171,7 @@ def flash_attention(query, key, value, query_positions, query_segment_ids, kv_po
 @functools.lru_cache(maxsize=128)
 def _attention_builder(mesh, axis_types, specs, cp, permuted, strategy, slice_kv_heads, group,
                        options):
-    fwd_params, bwd_params, sequential, memory_optimized, debug, backend = options
+    fwd_params, bwd_params, sequential, memory_optimized, debug, backend, variant = options
     q_spec = P(*specs.query_specs)
     kv_in = P(specs.batch, specs.context, specs.kv_specs[2], None)  # gathered inside
     lay_q, lay_kv = _layout_specs(specs)
@@ -187,7 +188,7 @@ def _attention_builder(mesh, axis_types, specs, cp, permuted, strategy, slice_kv
             k, v = _kv_heads_for_shard(k, v, q.shape[2], group, head_axes)
         return flash_attention_local(q, k, v, qp, qs, kp, ks, m, scale, None, fwd_params,
                                      bwd_params, sequential, memory_optimized, debug,
-                                     backend=backend)
+                                     backend=backend, variant=variant)
 
     # the masks' leaves are sharded like the query layout (a spec prefix for the whole tuple)
     in_specs = (q_spec, kv_in, kv_in, P(), lay_q, lay_q, lay_kv, lay_kv, lay_q)

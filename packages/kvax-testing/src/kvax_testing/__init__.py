@@ -8,9 +8,11 @@ from kvax_testing.reference import (
     PADDING_SEGMENT_ID,
     causal_term,
     document_term,
+    mask_terms,
     reference_attention,
     reference_logits,
     reference_mask,
+    window_term,
 )
 
 __all__ = [
@@ -25,6 +27,7 @@ __all__ = [
     "causal_term",
     "check_attention",
     "document_term",
+    "mask_terms",
     "fake_mesh",
     "packed_batch",
     "packed_layout",
@@ -32,4 +35,5 @@ __all__ = [
     "reference_logits",
     "reference_mask",
     "set_fake_cpu_devices",
+    "window_term",
 ]

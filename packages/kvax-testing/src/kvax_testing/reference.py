@@ -42,6 +42,25 @@ def causal_term(q_pos, q_seg, kv_pos, kv_seg) -> jax.Array:
 DEFAULT_MASK_TERMS: tuple[MaskTerm, ...] = (document_term, causal_term)
 
 
+def window_term(left: int, right: int) -> MaskTerm:
+    """-right <= query position - key position <= left. [B, T, S]."""
+    def term(q_pos, q_seg, kv_pos, kv_seg):
+        del q_seg, kv_seg
+        d = q_pos[:, :, None] - kv_pos[:, None, :]
+        return (d >= -right) & (d <= left)
+    return term
+
+
+def mask_terms(is_causal: bool = True, local_window_size=None) -> tuple[MaskTerm, ...]:
+    """The terms of Kvax's rule for flash_attention's is_causal and local_window_size."""
+    terms = [document_term] + ([causal_term] if is_causal else [])
+    if local_window_size is not None:
+        left, right = ((local_window_size, local_window_size)
+                       if isinstance(local_window_size, int) else local_window_size)
+        terms.append(window_term(left, right))
+    return tuple(terms)
+
+
 def reference_mask(
     query_positions,
     query_segment_ids,

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 
 from kvax._src.attention import validate
 from kvax._src.attention.mask import AttentionMask, build_masks
+from kvax._src.attention.variant import MaskVariant, check_positions_for_window, make_variant
 from kvax._src.attention.vjp import Options, attention
 from kvax._src.config import FlashAttentionParamsConfig, current_device_kind, default_params
 
@@ -43,7 +44,12 @@ def _as_int32(*arrays):
 
 # Jitted so that eager calls of one shape compile once; inlined under an outer jit.
 _build_masks = jax.jit(build_masks, static_argnames=("fwd_params", "bwd_params",
-                                                     "skip_pad_tokens"))
+                                                     "skip_pad_tokens", "variant"))
+
+
+def _layout_dict(query_positions, query_segment_ids, kv_positions, kv_segment_ids) -> dict:
+    return {"query_positions": query_positions, "query_segment_ids": query_segment_ids,
+            "kv_positions": kv_positions, "kv_segment_ids": kv_segment_ids}
 
 
 def resolve_params(fwd_params, bwd_params, masks: Sequence[AttentionMask] = ()):
@@ -61,15 +67,18 @@ def resolve_params(fwd_params, bwd_params, masks: Sequence[AttentionMask] = ()):
 
 def create_attention_mask_local(query_positions, query_segment_ids, kv_positions, kv_segment_ids,
                                 fwd_params=None, bwd_params=None, calc_bwd_mask=False,
-                                skip_pad_tokens=True) -> tuple[AttentionMask, ...]:
+                                skip_pad_tokens=True, *, variant: MaskVariant = MaskVariant()
+                                ) -> tuple[AttentionMask, ...]:
     """create_attention_mask on this device's arrays (kvax-dist calls it inside shard_map)."""
     validate.check_layout_arrays(query_positions, query_segment_ids, kv_positions,
                                  kv_segment_ids)
+    check_positions_for_window(variant, {"query_positions": query_positions,
+                                         "kv_positions": kv_positions})
     fwd_params, bwd_params = resolve_params(fwd_params, bwd_params)
     return _build_masks(*_as_int32(query_positions, query_segment_ids, kv_positions,
                                    kv_segment_ids),
                         fwd_params=fwd_params, bwd_params=bwd_params if calc_bwd_mask else None,
-                        skip_pad_tokens=bool(skip_pad_tokens))
+                        skip_pad_tokens=bool(skip_pad_tokens), variant=variant)
 
 
 def create_attention_mask(
@@ -82,6 +91,9 @@ def create_attention_mask(
     calc_bwd_mask: bool = False,
     skip_pad_tokens: bool = True,
     mesh: jax.sharding.Mesh | None = None,
+    *,
+    is_causal: bool = True,
+    local_window_size: int | tuple[int, int] | None = None,
 ) -> tuple[AttentionMask, ...]:
     """Block masks for the forward and (calc_bwd_mask=True) backward kernels.
 
@@ -92,19 +104,25 @@ def create_attention_mask(
     dtype is a ValueError), never silently cast.
     Returns (fwd,) or (fwd, dq, dkdv), each an AttentionMask pytree. skip_pad_tokens=False keeps
     blocks of padding in the visited ranges (slower; the result is the same: padding never attends).
+    `is_causal=False` lets a query attend later keys of its document too; `local_window_size`
+    (an int, or (left, right)) keeps key s visible from query t only if -right <= pos[t] - pos[s]
+    <= left. Pass the same two to flash_attention: the masks remember them.
     """
+    variant = make_variant(is_causal, local_window_size)
     dist = _dist(mesh)
     if dist is not None:
         return dist.create_attention_mask(query_positions, query_segment_ids, kv_positions,
                                           kv_segment_ids, fwd_params=fwd_params,
                                           bwd_params=bwd_params, calc_bwd_mask=calc_bwd_mask,
-                                          skip_pad_tokens=skip_pad_tokens, mesh=mesh)
+                                          skip_pad_tokens=skip_pad_tokens, mesh=mesh,
+                                          variant=variant)
     return create_attention_mask_local(query_positions, query_segment_ids, kv_positions,
                                        kv_segment_ids, fwd_params, bwd_params, calc_bwd_mask,
-                                       skip_pad_tokens)
+                                       skip_pad_tokens, variant=variant)
 
 
-def _check_masks(mask, batch, q_len, kv_len, fwd_params, bwd_params) -> tuple[AttentionMask, ...]:
+def _check_masks(mask, batch, q_len, kv_len, fwd_params, bwd_params,
+                 variant: MaskVariant) -> tuple[AttentionMask, ...]:
     masks = (mask,) if isinstance(mask, AttentionMask) else tuple(mask)
     if not masks or not all(isinstance(m, AttentionMask) for m in masks) or len(masks) not in (1, 3):
         raise ValueError("mask must be what create_attention_mask returned: (fwd,) or "
@@ -114,6 +132,10 @@ def _check_masks(mask, batch, q_len, kv_len, fwd_params, bwd_params) -> tuple[At
     if kinds not in (("fwd",), ("fwd", "dq", "dkdv")):
         raise ValueError(f"mask kinds must be ('fwd',) or ('fwd', 'dq', 'dkdv'), got {kinds}")
     for m in masks:
+        if m.variant != variant:
+            raise ValueError(f"mask was built for {m.variant.describe()}, but the call asks for "
+                             f"{variant.describe()}: pass the same is_causal and "
+                             "local_window_size to create_attention_mask and flash_attention")
         if (m.query_len, m.kv_len) != (q_len, kv_len):
             raise ValueError(
                 f"mask was built for query_len={m.query_len}, kv_len={m.kv_len}, but the call "
@@ -156,7 +178,7 @@ def flash_attention_local(query, key, value, query_positions, query_segment_ids,
                           kv_segment_ids, mask=None, scale=1.0, bias=None, fwd_params=None,
                           bwd_params=None, assume_sequential_positions=False,
                           memory_optimized_gqa_backward=False, debug=False, *,
-                          backend: Backend = "auto"):
+                          backend: Backend = "auto", variant: MaskVariant = MaskVariant()):
     """flash_attention on this device's arrays (kvax-dist calls it inside shard_map)."""
     validate.check_qkv(query, key, value)
     batch, q_len, _, _ = query.shape
@@ -168,19 +190,21 @@ def flash_attention_local(query, key, value, query_positions, query_segment_ids,
         raise NotImplementedError("bias is not supported (as in the original Kvax)")
     validate.check_params("fwd_params", fwd_params)
     validate.check_params("bwd_params", bwd_params)
+    check_positions_for_window(variant, {"query_positions": query_positions,
+                                         "kv_positions": kv_positions})
     masks = () if mask is None else _check_masks(mask, batch, q_len, kv_len, fwd_params,
-                                                 bwd_params)
+                                                 bwd_params, variant)
     fwd_params, bwd_params = resolve_params(fwd_params, bwd_params, masks)
     resolved = resolve_backend(backend, query, value)
     layout = _as_int32(query_positions, query_segment_ids, kv_positions, kv_segment_ids)
     skip_pad = masks[0].skip_pad_tokens if masks else True
     if not masks:
         masks = _build_masks(*layout, fwd_params=fwd_params, bwd_params=None,
-                             skip_pad_tokens=skip_pad)
+                             skip_pad_tokens=skip_pad, variant=variant)
     opts = Options(sequential=bool(assume_sequential_positions), backend=resolved,
                    fwd_params=fwd_params, bwd_params=bwd_params,
                    memory_optimized_gqa_backward=bool(memory_optimized_gqa_backward),
-                   skip_pad_tokens=skip_pad, debug=bool(debug))
+                   skip_pad_tokens=skip_pad, debug=bool(debug), variant=variant)
     return attention(opts, query, key, value, jnp.asarray(scale, jnp.float32), *layout, masks)
 
 
@@ -204,11 +228,15 @@ def flash_attention(
     mesh: jax.sharding.Mesh | None = None,
     *,
     backend: Backend = "auto",
+    is_causal: bool = True,
+    local_window_size: int | tuple[int, int] | None = None,
 ) -> jax.Array:
     """Document-masked attention: query [B, T, N, H], key [B, S, K, H], value [B, S, K, Hv].
 
     Query t attends key s iff their segment ids are equal and not PADDING_SEGMENT_ID and
-    query_positions[t] >= kv_positions[s]; rows with nothing to attend give 0. `mask` is what
+    query_positions[t] >= kv_positions[s] (with is_causal=False: at any position; with
+    local_window_size (left, right), or an int for both: -right <= pos[t] - pos[s] <= left);
+    rows with nothing to attend give 0. `mask` is what
     create_attention_mask returned (built here when None). `scale` multiplies the logits: a
     Python number or a scalar float array (traced under jit too; the output is differentiable in
     it). Positions and segment ids are int32 (or narrower, or wider with values that fit: see
@@ -220,6 +248,7 @@ def flash_attention(
     were permuted: True or "chunks" (Llama 3, the original's), "striped" (balanced for any
     document layout), False (not permuted).
     """
+    variant = make_variant(is_causal, local_window_size)
     dist = _dist(mesh)
     if dist is not None:
         return dist.flash_attention(
@@ -228,8 +257,8 @@ def flash_attention(
             assume_sequential_positions=assume_sequential_positions,
             memory_optimized_gqa_backward=memory_optimized_gqa_backward,
             permute_tokens_for_load_balance=permute_tokens_for_load_balance, debug=debug,
-            mesh=mesh, backend=backend)
+            mesh=mesh, backend=backend, variant=variant)
     return flash_attention_local(
         query, key, value, query_positions, query_segment_ids, kv_positions, kv_segment_ids,
         mask, scale, bias, fwd_params, bwd_params, assume_sequential_positions,
-        memory_optimized_gqa_backward, debug, backend=backend)
+        memory_optimized_gqa_backward, debug, backend=backend, variant=variant)

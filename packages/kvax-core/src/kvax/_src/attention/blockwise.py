@@ -14,6 +14,7 @@ import jax.numpy as jnp
 
 from kvax._src.config import PADDING_SEGMENT_ID
 from kvax._src.attention.mask import AttentionMask
+from kvax._src.attention.variant import MaskVariant
 
 _HI = jax.lax.Precision.HIGHEST
 _F32 = jnp.float32
@@ -41,11 +42,11 @@ def _layout(pos, seg, block, sequential):
     return _blocks(pos, block), _blocks(seg, block, PADDING_SEGMENT_ID)
 
 
-def _element_mask(q_pos, q_seg, k_pos, k_seg):
+def _element_mask(q_pos, q_seg, k_pos, k_seg, variant: MaskVariant):
     """[..., bq] x [..., bk] -> [..., bq, bk]: the element rule."""
     same = q_seg[..., :, None] == k_seg[..., None, :]
-    return same & (q_seg[..., :, None] != PADDING_SEGMENT_ID) & (
-        q_pos[..., :, None] >= k_pos[..., None, :])
+    return same & (q_seg[..., :, None] != PADDING_SEGMENT_ID) & variant.allows(
+        q_pos[..., :, None], k_pos[..., None, :])
 
 
 def _visit(mask: AttentionMask, init, step):
@@ -94,7 +95,7 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
         m, l, acc = state
         kj, vj = _gather(kc, j), _gather(vc, j)  # [B,R,bk,K,H]
         s = jnp.einsum("brqkgh,brskh->brkgqs", qr, kj, precision=_HI) * scale
-        elem = _element_mask(qp, qs, _gather(kp, j), _gather(ks, j))  # [B,R,bq,bk]
+        elem = _element_mask(qp, qs, _gather(kp, j), _gather(ks, j), mask.variant)  # [B,R,bq,bk]
         allowed = (active[..., None, None] & (full[..., None, None] | elem))[:, :, None, None]
         s = jnp.where(allowed, s, -jnp.inf)
         m_new = jnp.maximum(m, jnp.max(s, axis=-1))
@@ -148,7 +149,7 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, out, lse, dout,
     def dq_step(dq, j, active, full):
         kj, vj = _gather(kc, j), _gather(vc, j)
         s = jnp.einsum("brqkgh,brskh->brkgqs", qr, kj, precision=_HI) * scale
-        elem = _element_mask(qp, qs, _gather(kp, j), _gather(ks, j))
+        elem = _element_mask(qp, qs, _gather(kp, j), _gather(ks, j), dq_mask.variant)
         allowed = (active[..., None, None] & (full[..., None, None] | elem))[:, :, None, None]
         p = jnp.where(allowed, jnp.exp(s - lse_r[..., None]), 0.0)
         dp = jnp.einsum("brqkgd,brskd->brkgqs", dor, vj, precision=_HI)
@@ -170,7 +171,8 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, out, lse, dout,
         dk, dv = state
         qi, doi = _gather(qc, i), _gather(doc, i)  # [B,R,bq,K,G,*]
         s = jnp.einsum("brqkgh,brskh->brkgqs", qi, kr, precision=_HI) * scale
-        elem = _element_mask(_gather(qp, i), _gather(qs, i), kp, ks)  # [B,R,bq,bk]
+        elem = _element_mask(_gather(qp, i), _gather(qs, i), kp, ks,
+                             dkdv_mask.variant)  # [B,R,bq,bk]
         allowed = (active[..., None, None] & (full[..., None, None] | elem))[:, :, None, None]
         p = jnp.where(allowed, jnp.exp(s - _gather(lse_c, i)[..., None]), 0.0)
         dv = dv + jnp.einsum("brkgqs,brqkgd->brskd", p, doi, precision=_HI)

@@ -28,6 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from kvax._src.attention.variant import MaskVariant
 from kvax._src.config import PADDING_SEGMENT_ID, FlashAttentionParamsConfig
 
 _INT_MAX = np.iinfo(np.int32).max
@@ -56,12 +57,13 @@ class AttentionMask:
     kv_len: int
     params: FlashAttentionParamsConfig
     skip_pad_tokens: bool = True
+    variant: MaskVariant = MaskVariant()  # causality and window the mask was built for
 
     def tree_flatten(self):
         children = (self.lower_bounds, self.upper_bounds, self.lower_full_bounds,
                     self.upper_full_bounds)
         aux = (self.kind, self.row_block, self.col_block, self.query_len, self.kv_len,
-               self.params, self.skip_pad_tokens)
+               self.params, self.skip_pad_tokens, self.variant)
         return children, aux
 
     @classmethod
@@ -163,7 +165,29 @@ def _summaries(pos: jax.Array, seg: jax.Array, block: int, skip_pad: bool) -> di
     )
 
 
-def _visible(q: dict, k: dict) -> tuple[jax.Array, jax.Array]:
+def _diffs_meet(q_lo, q_hi, k_lo, k_hi, variant: MaskVariant):
+    """Some query-minus-key difference in [q_lo - k_hi, q_hi - k_lo] is allowed (conservative)."""
+    low, high = variant.diff_bounds
+    ok = jnp.ones(jnp.broadcast_shapes(q_lo.shape, k_lo.shape), bool)
+    if low is not None:
+        ok = ok & (q_hi >= k_lo + low)
+    if high is not None:
+        ok = ok & (q_lo <= k_hi + high)
+    return ok
+
+
+def _diffs_within(q_lo, q_hi, k_lo, k_hi, variant: MaskVariant):
+    """Every query-minus-key difference in [q_lo - k_hi, q_hi - k_lo] is allowed (exact)."""
+    low, high = variant.diff_bounds
+    ok = jnp.ones(jnp.broadcast_shapes(q_lo.shape, k_lo.shape), bool)
+    if low is not None:
+        ok = ok & (q_lo >= k_hi + low)
+    if high is not None:
+        ok = ok & (q_hi <= k_lo + high)
+    return ok
+
+
+def _visible(q: dict, k: dict, variant: MaskVariant) -> tuple[jax.Array, jax.Array]:
     """Block-pair tests; q and k fields broadcast against each other ([X, 3] each).
 
     any: some allowed pair may exist (conservative); full: every pair is allowed (exact).
@@ -171,10 +195,13 @@ def _visible(q: dict, k: dict) -> tuple[jax.Array, jax.Array]:
     qa = {n: v[..., :, None] for n, v in q.items() if n != "uniform"}  # [X, 3, 1]
     kc = {n: v[..., None, :] for n, v in k.items() if n != "uniform"}  # [X, 1, 3]
     pair = (qa["has"] & kc["has"] & (qa["seg_lo"] <= kc["seg_hi"])
-            & (kc["seg_lo"] <= qa["seg_hi"]) & (qa["pos_hi"] >= kc["pos_lo"]))
+            & (kc["seg_lo"] <= qa["seg_hi"])
+            & _diffs_meet(qa["pos_lo"], qa["pos_hi"], kc["pos_lo"], kc["pos_hi"], variant))
     any_ = jnp.any(pair, axis=(-2, -1))
-    full = (q["uniform"] & k["uniform"] & (q["seg_lo"][..., 0] == k["seg_lo"][..., 0])
-            & (q["pos_lo"][..., 0] >= k["pos_hi"][..., 0]))
+    first = lambda d, n: d[n][..., 0]  # noqa: E731  (uniform blocks: the first part is all)
+    full = (q["uniform"] & k["uniform"] & (first(q, "seg_lo") == first(k, "seg_lo"))
+            & _diffs_within(first(q, "pos_lo"), first(q, "pos_hi"), first(k, "pos_lo"),
+                            first(k, "pos_hi"), variant))
     return any_, full & any_
 
 
@@ -194,13 +221,15 @@ def _row_bounds(any_: jax.Array, full: jax.Array) -> jax.Array:
     return jnp.stack([lower, upper, lower_full, upper_full])
 
 
-def _bounds_one_batch_row(rows: dict, cols: dict, rows_are_queries: bool) -> jax.Array:
+def _bounds_one_batch_row(rows: dict, cols: dict, rows_are_queries: bool,
+                          variant: MaskVariant) -> jax.Array:
     """rows fields [R, 3], cols fields [C, 3] -> [4, R] bounds."""
     num_cols = cols["has"].shape[0]
 
     def one_row(row):
         row = {n: v[None] for n, v in row.items()}
-        any_, full = _visible(row, cols) if rows_are_queries else _visible(cols, row)
+        any_, full = (_visible(row, cols, variant) if rows_are_queries
+                      else _visible(cols, row, variant))
         return _row_bounds(any_, full)
 
     chunk = max(1, _ROW_CHUNK_ELEMS // max(num_cols, 1))
@@ -218,6 +247,7 @@ def block_mask(
     kv_block: int,
     params: FlashAttentionParamsConfig,
     skip_pad_tokens: bool = True,
+    variant: MaskVariant = MaskVariant(),
 ) -> AttentionMask:
     """Build one block mask. For kind "dkdv" rows are key blocks and columns query blocks.
     Segment ids are expected relabelled (build_masks does it once for the three masks)."""
@@ -225,32 +255,34 @@ def block_mask(
     k_sum = _summaries(kv_positions, kv_segment_ids, kv_block, skip_pad_tokens)
     rows_are_queries = kind != "dkdv"
     rows, cols = (q_sum, k_sum) if rows_are_queries else (k_sum, q_sum)
-    bounds = jax.vmap(lambda r, c: _bounds_one_batch_row(r, c, rows_are_queries))(rows, cols)
+    bounds = jax.vmap(lambda r, c: _bounds_one_batch_row(r, c, rows_are_queries, variant))(
+        rows, cols)
     row_block, col_block = (query_block, kv_block) if rows_are_queries else (kv_block, query_block)
     return AttentionMask(
         bounds[:, 0], bounds[:, 1], bounds[:, 2], bounds[:, 3],
         kind=kind, row_block=row_block, col_block=col_block,
         query_len=query_positions.shape[1], kv_len=kv_positions.shape[1],
-        params=params, skip_pad_tokens=skip_pad_tokens,
+        params=params, skip_pad_tokens=skip_pad_tokens, variant=variant,
     )
 
 
 def build_masks(
     query_positions, query_segment_ids, kv_positions, kv_segment_ids, *,
     fwd_params: FlashAttentionParamsConfig, bwd_params: FlashAttentionParamsConfig | None,
-    skip_pad_tokens: bool,
+    skip_pad_tokens: bool, variant: MaskVariant = MaskVariant(),
 ) -> tuple[AttentionMask, ...]:
     """(fwd,) or (fwd, dq, dkdv) masks for already validated int32 inputs."""
     query_segment_ids, kv_segment_ids = relabel_by_appearance(query_segment_ids, kv_segment_ids)
     args = (query_positions, query_segment_ids, kv_positions, kv_segment_ids)
     masks = [block_mask(*args, kind="fwd", query_block=fwd_params.query_block_size,
                         kv_block=fwd_params.kv_block_size, params=fwd_params,
-                        skip_pad_tokens=skip_pad_tokens)]
+                        skip_pad_tokens=skip_pad_tokens, variant=variant)]
     if bwd_params is not None:
         dq_q, dq_k = bwd_params.dq_blocks
         masks.append(block_mask(*args, kind="dq", query_block=dq_q, kv_block=dq_k,
-                                params=bwd_params, skip_pad_tokens=skip_pad_tokens))
+                                params=bwd_params, skip_pad_tokens=skip_pad_tokens,
+                                variant=variant))
         masks.append(block_mask(*args, kind="dkdv", query_block=bwd_params.query_block_size,
                                 kv_block=bwd_params.kv_block_size, params=bwd_params,
-                                skip_pad_tokens=skip_pad_tokens))
+                                skip_pad_tokens=skip_pad_tokens, variant=variant))
     return tuple(masks)

@@ -17,6 +17,7 @@ import numpy as np
 import triton
 import triton.language as tl
 
+from kvax._src.attention.variant import MaskVariant
 from kvax._src.config import PADDING_SEGMENT_ID, is_hopper, shared_memory_bytes
 
 LOG2E = 1.4426950408889634
@@ -58,17 +59,30 @@ def load_bounds(LO, HI, LF, UF, row, COL_RATIO: tl.constexpr):
 
 
 @triton.jit
-def element_mask(q_pos, q_seg, k_pos, k_seg, PAD_ID: tl.constexpr):
-    """[BLOCK_Q] x [BLOCK_K] -> [BLOCK_Q, BLOCK_K]: same document, not padding, causal."""
-    same = q_seg[:, None] == k_seg[None, :]
-    return same & (q_seg[:, None] != PAD_ID) & (q_pos[:, None] >= k_pos[None, :])
+def position_rule(q_pos, k_pos, RULE: tl.constexpr):
+    """q_pos and k_pos broadcast against each other: with d = q_pos - k_pos, RULE = (low, high)
+    allows low <= d <= high, None meaning unbounded (variant.MaskVariant.diff_bounds; causal is
+    (0, None)). Written as q >= k + low and q <= k + high: no int32 overflow within the limits."""
+    ok = q_pos == q_pos
+    if RULE[0] is not None:
+        ok = ok & (q_pos >= k_pos + RULE[0])
+    if RULE[1] is not None:
+        ok = ok & (q_pos <= k_pos + RULE[1])
+    return ok
 
 
 @triton.jit
-def element_mask_t(k_pos, k_seg, q_pos, q_seg, PAD_ID: tl.constexpr):
+def element_mask(q_pos, q_seg, k_pos, k_seg, PAD_ID: tl.constexpr, RULE: tl.constexpr):
+    """[BLOCK_Q] x [BLOCK_K] -> [BLOCK_Q, BLOCK_K]: same document, not padding, RULE."""
+    same = q_seg[:, None] == k_seg[None, :]
+    return same & (q_seg[:, None] != PAD_ID) & position_rule(q_pos[:, None], k_pos[None, :], RULE)
+
+
+@triton.jit
+def element_mask_t(k_pos, k_seg, q_pos, q_seg, PAD_ID: tl.constexpr, RULE: tl.constexpr):
     """The same rule, transposed: [BLOCK_K] x [BLOCK_Q] -> [BLOCK_K, BLOCK_Q]."""
     same = k_seg[:, None] == q_seg[None, :]
-    return same & (q_seg[None, :] != PAD_ID) & (q_pos[None, :] >= k_pos[:, None])
+    return same & (q_seg[None, :] != PAD_ID) & position_rule(q_pos[None, :], k_pos[:, None], RULE)
 
 
 @triton.jit
@@ -90,12 +104,13 @@ def ieee_products(dtype) -> bool:
     return jnp.dtype(dtype) == jnp.float32
 
 
-def common_constants(dtype, head_dim: int, value_head_dim: int, sequential: bool) -> dict:
+def common_constants(dtype, head_dim: int, value_head_dim: int, sequential: bool,
+                     variant: MaskVariant = MaskVariant()) -> dict:
     block_h, block_hv = next_pow2(head_dim), next_pow2(value_head_dim)
     return dict(
         H=head_dim, HV=value_head_dim, BLOCK_H=block_h, BLOCK_HV=block_hv,
         EVEN_H=block_h == head_dim, EVEN_HV=block_hv == value_head_dim,
-        SEQUENTIAL=bool(sequential), PAD_ID=PADDING_SEGMENT_ID,
+        SEQUENTIAL=bool(sequential), PAD_ID=PADDING_SEGMENT_ID, RULE=variant.diff_bounds,
         IEEE=ieee_products(dtype), LOG2E=LOG2E,
     )
 

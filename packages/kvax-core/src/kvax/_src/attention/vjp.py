@@ -15,6 +15,7 @@ from jax.ad_checkpoint import checkpoint_name
 
 from kvax._src.attention import blockwise
 from kvax._src.attention.mask import AttentionMask, build_masks
+from kvax._src.attention.variant import MaskVariant
 from kvax._src.config import PADDING_SEGMENT_ID, FlashAttentionParamsConfig
 
 REMAT_NAME = "attention_outputs"
@@ -31,6 +32,7 @@ class Options:
     memory_optimized_gqa_backward: bool = False
     skip_pad_tokens: bool = True
     debug: bool = False
+    variant: MaskVariant = MaskVariant()
 
 
 def _forward_impl(opts: Options, q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg,
@@ -62,7 +64,8 @@ def _attention_bwd(opts: Options, residuals, dout):
     q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, masks, out, lse = residuals
     if len(masks) < 3:  # the caller built no backward masks: build them here, once per step
         masks = build_masks(q_pos, q_seg, kv_pos, kv_seg, fwd_params=opts.fwd_params,
-                            bwd_params=opts.bwd_params, skip_pad_tokens=opts.skip_pad_tokens)
+                            bwd_params=opts.bwd_params, skip_pad_tokens=opts.skip_pad_tokens,
+                            variant=opts.variant)
     _, dq_mask, dkdv_mask = masks
     # Round the cotangent to the inputs' dtype once, behind a barrier: with XLA's excess
     # precision, the producer of dout (say `out * 1.5`) could otherwise be fused into delta's

@@ -1,0 +1,88 @@
+"""Which (query, key) pairs a mask allows beyond the document rule: causality and a local window.
+
+One description, frozen and hashable (static under jit), read by every layer: its element
+predicate (the pure-JAX path and the tests' reference), the block tests of the block mask
+(mask.py) and the constexprs the kernels read (triton_common.variant_constants).
+
+The rule: query t attends key s iff the segment ids are equal and not padding, and, with d =
+query_positions[t] - kv_positions[s]: d >= 0 when causal, and -right <= d <= left with a window
+(left, right). Positions must lie in [-2**30, 2**30] when a window is used, so that d and the
+window's bounds never overflow int32.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax.numpy as jnp
+import numpy as np
+
+POSITION_LIMIT = 2**30
+
+
+@dataclasses.dataclass(frozen=True)
+class MaskVariant:
+    is_causal: bool = True
+    window: tuple[int, int] | None = None  # (left, right), as local_window_size gives it
+
+    @property
+    def diff_bounds(self) -> tuple[int | None, int | None]:
+        """(lowest, highest) allowed query-minus-key position difference; None: unbounded."""
+        low = 0 if self.is_causal else None
+        high = None
+        if self.window is not None:
+            left, right = self.window
+            low = -right if low is None else max(low, -right)
+            high = left
+        return low, high
+
+    def allows(self, q_pos, k_pos):
+        """The position part of the rule, elementwise (broadcasting) on int32 arrays."""
+        low, high = self.diff_bounds
+        ok = jnp.ones(jnp.broadcast_shapes(jnp.shape(q_pos), jnp.shape(k_pos)), bool)
+        if low is not None:  # d >= low  <=>  q >= k + low (no overflow within the limits)
+            ok = ok & (q_pos >= k_pos + low)
+        if high is not None:
+            ok = ok & (q_pos <= k_pos + high)
+        return ok
+
+    def describe(self) -> str:
+        return (f"is_causal={self.is_causal}, local_window_size="
+                f"{None if self.window is None else self.window}")
+
+
+def make_variant(is_causal=True, local_window_size=None) -> MaskVariant:
+    """Validated MaskVariant from the API's arguments: local_window_size is None, an int (the same
+    on both sides) or (left, right), non-negative ints up to 2**30."""
+    if not isinstance(is_causal, (bool, np.bool_)):
+        raise ValueError(f"is_causal must be True or False, got {is_causal!r}")
+    window = local_window_size
+    if window is not None:
+        if isinstance(window, (int, np.integer)) and not isinstance(window, bool):
+            window = (int(window), int(window))
+        if (not isinstance(window, (tuple, list)) or len(window) != 2
+                or not all(isinstance(w, (int, np.integer)) and not isinstance(w, bool)
+                           for w in window)):
+            raise ValueError(f"local_window_size must be None, an int or (left, right) ints, "
+                             f"got {local_window_size!r}")
+        window = (int(window[0]), int(window[1]))
+        if not all(0 <= w <= POSITION_LIMIT for w in window):
+            raise ValueError(f"local_window_size must be in [0, 2**30] on each side, got "
+                             f"{local_window_size!r}")
+    return MaskVariant(bool(is_causal), window)
+
+
+def check_positions_for_window(variant: MaskVariant, named_positions: dict) -> None:
+    """With a window, concrete positions must lie in [-2**30, 2**30] (traced ones cannot be
+    checked: the README states the limit)."""
+    import jax
+
+    if variant.window is None:
+        return
+    for name, x in named_positions.items():
+        if isinstance(x, jax.core.Tracer):
+            continue
+        values = np.asarray(x)
+        if values.size and np.max(np.abs(values.astype(np.int64))) > POSITION_LIMIT:
+            raise ValueError(f"{name} must lie in [-2**30, 2**30] with local_window_size, got "
+                             f"values in [{values.min()}, {values.max()}]")
