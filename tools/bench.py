@@ -84,6 +84,10 @@ def parse_args(argv=None):
     p.add_argument("--doc-median", type=int, default=None,
                    help="log-normal document lengths with this median (sigma 1) instead of "
                         "--num-segments equal-probability cuts")
+    p.add_argument("--window", type=int, default=None,
+                   help="causal sliding window: each query sees keys up to this many positions "
+                        "back (ours: local_window_size=(W, 0); FlexAttention and cuDNN get the "
+                        "same mask; Pallas and kvax 0.1.0 have none and are skipped)")
     p.add_argument("--doc-len", type=int, default=None,
                    help="average document length: --num-segments becomes seq_len / doc_len, so "
                         "every length of a sweep has documents of the same size")
@@ -117,12 +121,14 @@ def bench_ours(w: Workload, args):
     q, k, v = (jnp.asarray(x, dt) for x in (q, k, v))
     pos, seg = jnp.asarray(pos), jnp.asarray(seg)
     scale = w.head_dim ** -0.5
-    make_mask = jax.jit(lambda p, s: create_attention_mask(p, s, p, s, calc_bwd_mask=True))
+    window = None if w.window is None else (w.window, 0)
+    make_mask = jax.jit(lambda p, s: create_attention_mask(p, s, p, s, calc_bwd_mask=True,
+                                                           local_window_size=window))
     masks = make_mask(pos, seg)
     mask_ms = median_ms(lambda: make_mask(pos, seg), args.repeats)
 
     fwd = jax.jit(lambda q, k, v, m: flash_attention(q, k, v, pos, seg, pos, seg, mask=m,
-                                                     scale=scale))
+                                                     scale=scale, local_window_size=window))
 
     @jax.jit
     def fwdbwd(q, k, v, m, dout):
@@ -152,18 +158,21 @@ def cudnn_attention(w: Workload, memory_sweep: bool = False):
     import jax
 
     scale = w.head_dim ** -0.5
+    window = None if w.window is None else (w.window, 0)
     if w.num_segments == 1 and w.num_pad_tokens == 0 and not w.doc_median:
         def causal(q, k, v, mask=None):
             return jax.nn.dot_product_attention(q, k, v, scale=scale, is_causal=True,
-                                                implementation="cudnn")
+                                                local_window_size=window, implementation="cudnn")
         return causal, None
     if w.seq_len > 32768 and not memory_sweep:
         raise RuntimeError(f"a dense [{w.seq_len}x{w.seq_len}] mask is what cuDNN users must "
                            "pass for documents; skipped above 32k tokens (memory)")
 
     def make_mask(pos, seg):
+        d = pos[:, :, None] - pos[:, None, :]
+        near = True if w.window is None else d <= w.window
         return ((seg[:, :, None] == seg[:, None, :]) & (seg[:, :, None] != PADDING_SEGMENT_ID)
-                & (pos[:, :, None] >= pos[:, None, :]))[:, None]
+                & (d >= 0) & near)[:, None]
 
     def dense(q, k, v, mask):
         return jax.nn.dot_product_attention(q, k, v, scale=scale, mask=mask,
@@ -205,6 +214,8 @@ def bench_cudnn(w: Workload, args):
 def bench_pallas(w: Workload, args):
     import jax.numpy as jnp
 
+    if w.window is not None:
+        raise RuntimeError("JAX's Pallas GPU attention has no sliding window")
     q, k, v, pos, seg = inputs(w)
     dt = jnp.dtype(w.dtype)
     group = w.num_heads // w.num_kv_heads

@@ -41,9 +41,13 @@ def run_flex(w: Workload, once: bool) -> dict:
     pos_t = torch.tensor(pos, device=dev)
     seg_t = torch.tensor(seg, device=dev)
 
+    window = w.window
+
     def mask_mod(b, h, q_idx, kv_idx):
         same = seg_t[b, q_idx] == seg_t[b, kv_idx]
-        return same & (seg_t[b, q_idx] != -1) & (pos_t[b, q_idx] >= pos_t[b, kv_idx])
+        d = pos_t[b, q_idx] - pos_t[b, kv_idx]
+        allowed = same & (seg_t[b, q_idx] != -1) & (d >= 0)
+        return allowed if window is None else allowed & (d <= window)
 
     # compiled, as torchtitan does: eager create_block_mask materialises the [S, S] mask (16 GiB
     # at 128k tokens) and runs out of memory where the attention itself fits
@@ -104,6 +108,8 @@ def _shim_old_jax():
 
 
 def run_kvax010(w: Workload, once: bool) -> dict:
+    if w.window is not None:
+        return dict(skipped="kvax 0.1.0 has no sliding window")
     if not os.path.isdir("/tmp/kvax010"):
         return dict(skipped="kvax 0.1.0 is not installed (its wheel goes in .whl/)")
     sys.path.insert(0, "/tmp/kvax010")

@@ -239,3 +239,15 @@ def test_first_call_mode_prints_cold_and_warm(tmp_path, monkeypatch, capsys):
     assert [r["run"] for r in rows] == ["cold", "warm", "warm again"]
     assert all(r["first_call_s"] >= r["lower_s"] > 0 for r in rows)
     assert "first call" in capsys.readouterr().out
+
+
+def test_window_workload_counts_allowed_pairs_exactly():
+    from workloads import Workload
+
+    from kvax_testing import mask_terms, reference_mask
+
+    w = Workload(300, num_segments=3, num_pad_tokens=20, window=17)
+    pos, seg = w.layout()
+    allowed = np.asarray(reference_mask(pos, seg, pos, seg,
+                                        mask_terms=mask_terms(local_window_size=(17, 0))))
+    assert w.allowed_pairs() == int(allowed.sum()) and "window17" in w.name

@@ -26,14 +26,17 @@ class Workload:
     seed: int = 0
     ids: str = "sequential"  # segment ids as pipelines assign them: sequential, shuffled, large
     doc_median: int | None = None  # log-normal document lengths with this median (tokens)
+    window: int | None = None  # causal sliding window: a query sees keys up to this far back
 
     @property
     def name(self) -> str:
         docs = (f"lognormal{self.doc_median}" if self.doc_median else
                 f"docs{self.num_segments}")
         ids = "" if self.ids == "sequential" else f"-{self.ids}-ids"
+        window = "" if self.window is None else f"-window{self.window}"
         return (f"B{self.batch}-S{self.seq_len}-{docs}-pad{self.num_pad_tokens}"
-                f"-N{self.num_heads}-K{self.num_kv_heads}-H{self.head_dim}-{self.dtype}{ids}")
+                f"-N{self.num_heads}-K{self.num_kv_heads}-H{self.head_dim}-{self.dtype}{ids}"
+                f"{window}")
 
     def _bounds(self, rng, real: int) -> np.ndarray:
         """Document boundaries in [0, real]: num_segments uniform cuts, or log-normal lengths
@@ -85,7 +88,10 @@ class Workload:
         for b in range(self.batch):
             for d in np.unique(seg[b][seg[b] != PADDING_SEGMENT_ID]):
                 n = int(np.sum(seg[b] == d))
-                total += n * (n + 1) // 2  # causal within a document of sequential positions
+                if self.window is None:
+                    total += n * (n + 1) // 2  # causal within a document of sequential positions
+                else:  # query p sees keys max(0, p - window) .. p
+                    total += int(np.minimum(np.arange(n), self.window).sum()) + n
         return total
 
     def flops(self, backward: bool) -> float:
@@ -101,7 +107,8 @@ def for_args(args, seq_len: int, num_pad_tokens: int | None = None) -> Workload:
     pad = args.num_pad_tokens if num_pad_tokens is None else num_pad_tokens
     return Workload(seq_len, docs, pad, args.batch, args.heads, args.kv_heads, args.head_dim,
                     args.dtype, ids=getattr(args, "ids", "sequential"),
-                    doc_median=getattr(args, "doc_median", None))
+                    doc_median=getattr(args, "doc_median", None),
+                    window=getattr(args, "window", None))
 
 
 def inputs(w: Workload):
