@@ -88,6 +88,9 @@ def parse_args(argv=None):
                    help="causal sliding window: each query sees keys up to this many positions "
                         "back (ours: local_window_size=(W, 0); FlexAttention and cuDNN get the "
                         "same mask; Pallas and kvax 0.1.0 have none and are skipped)")
+    p.add_argument("--logits-soft-cap", type=float, default=None,
+                   help="logit soft-capping c * tanh(x / c) (ours: logits_soft_cap; "
+                        "FlexAttention: the same score_mod; the other peers are skipped)")
     p.add_argument("--doc-len", type=int, default=None,
                    help="average document length: --num-segments becomes seq_len / doc_len, so "
                         "every length of a sweep has documents of the same size")
@@ -128,7 +131,8 @@ def bench_ours(w: Workload, args):
     mask_ms = median_ms(lambda: make_mask(pos, seg), args.repeats)
 
     fwd = jax.jit(lambda q, k, v, m: flash_attention(q, k, v, pos, seg, pos, seg, mask=m,
-                                                     scale=scale, local_window_size=window))
+                                                     scale=scale, local_window_size=window,
+                                                     logits_soft_cap=w.soft_cap))
 
     @jax.jit
     def fwdbwd(q, k, v, m, dout):
@@ -158,6 +162,8 @@ def cudnn_attention(w: Workload, memory_sweep: bool = False):
     import jax
 
     scale = w.head_dim ** -0.5
+    if w.soft_cap is not None:
+        raise RuntimeError("jax.nn.dot_product_attention has no logit soft-capping")
     window = None if w.window is None else (w.window, 0)
     if w.num_segments == 1 and w.num_pad_tokens == 0 and not w.doc_median:
         def causal(q, k, v, mask=None):
@@ -214,8 +220,8 @@ def bench_cudnn(w: Workload, args):
 def bench_pallas(w: Workload, args):
     import jax.numpy as jnp
 
-    if w.window is not None:
-        raise RuntimeError("JAX's Pallas GPU attention has no sliding window")
+    if w.window is not None or w.soft_cap is not None:
+        raise RuntimeError("JAX's Pallas GPU attention has no sliding window or soft-capping")
     q, k, v, pos, seg = inputs(w)
     dt = jnp.dtype(w.dtype)
     group = w.num_heads // w.num_kv_heads

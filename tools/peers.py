@@ -62,11 +62,16 @@ def run_flex(w: Workload, once: bool) -> dict:
     scale = w.head_dim ** -0.5
     wait = lambda _: torch.cuda.synchronize()  # noqa: E731
 
+    cap = w.soft_cap
+    score_mod = None if cap is None else (lambda x, b, h, i, j: cap * torch.tanh(x / cap))
+
     def fwd():
-        return attn(q, k, v, block_mask=block_mask, scale=scale, enable_gqa=True)
+        return attn(q, k, v, block_mask=block_mask, scale=scale, enable_gqa=True,
+                    score_mod=score_mod)
 
     def fwdbwd():
-        o = attn(q, k, v, block_mask=block_mask, scale=scale, enable_gqa=True)
+        o = attn(q, k, v, block_mask=block_mask, scale=scale, enable_gqa=True,
+                 score_mod=score_mod)
         return torch.autograd.grad(o, (q, k, v), dout)
 
     dout = torch.randn((w.batch, w.num_heads, w.seq_len, w.head_dim), device=dev, dtype=dtype)
@@ -108,8 +113,8 @@ def _shim_old_jax():
 
 
 def run_kvax010(w: Workload, once: bool) -> dict:
-    if w.window is not None:
-        return dict(skipped="kvax 0.1.0 has no sliding window")
+    if w.window is not None or w.soft_cap is not None:
+        return dict(skipped="kvax 0.1.0 has no sliding window or soft-capping")
     if not os.path.isdir("/tmp/kvax010"):
         return dict(skipped="kvax 0.1.0 is not installed (its wheel goes in .whl/)")
     sys.path.insert(0, "/tmp/kvax010")

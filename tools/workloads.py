@@ -27,6 +27,7 @@ class Workload:
     ids: str = "sequential"  # segment ids as pipelines assign them: sequential, shuffled, large
     doc_median: int | None = None  # log-normal document lengths with this median (tokens)
     window: int | None = None  # causal sliding window: a query sees keys up to this far back
+    soft_cap: float | None = None  # logit soft-capping c * tanh(x / c)
 
     @property
     def name(self) -> str:
@@ -34,6 +35,7 @@ class Workload:
                 f"docs{self.num_segments}")
         ids = "" if self.ids == "sequential" else f"-{self.ids}-ids"
         window = "" if self.window is None else f"-window{self.window}"
+        window += "" if self.soft_cap is None else f"-softcap{self.soft_cap:g}"
         return (f"B{self.batch}-S{self.seq_len}-{docs}-pad{self.num_pad_tokens}"
                 f"-N{self.num_heads}-K{self.num_kv_heads}-H{self.head_dim}-{self.dtype}{ids}"
                 f"{window}")
@@ -108,7 +110,8 @@ def for_args(args, seq_len: int, num_pad_tokens: int | None = None) -> Workload:
     return Workload(seq_len, docs, pad, args.batch, args.heads, args.kv_heads, args.head_dim,
                     args.dtype, ids=getattr(args, "ids", "sequential"),
                     doc_median=getattr(args, "doc_median", None),
-                    window=getattr(args, "window", None))
+                    window=getattr(args, "window", None),
+                    soft_cap=getattr(args, "logits_soft_cap", None))
 
 
 def inputs(w: Workload):

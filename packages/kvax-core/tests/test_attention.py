@@ -11,7 +11,8 @@ import pytest
 from kvax_core_cases import BACKENDS, SMALL
 
 from kvax.ops import create_attention_mask, flash_attention
-from kvax_testing import check_attention, mask_terms, packed_batch, reference_attention
+from kvax_testing import (check_attention, mask_terms, packed_batch, reference_attention,
+                          soft_cap)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,10 +47,15 @@ CASES = [
 ]
 
 
+MASK_ARGS = ("is_causal", "local_window_size")
+
+
 def attention_fn(params, *, backend, scale, sequential=False, **variant):
+    mask_variant = {k: v for k, v in variant.items() if k in MASK_ARGS}
+
     def fn(q, k, v, *layout):
         masks = create_attention_mask(*layout, fwd_params=params, bwd_params=params,
-                                      calc_bwd_mask=True, **variant)
+                                      calc_bwd_mask=True, **mask_variant)
         return flash_attention(q, k, v, *layout, mask=masks, scale=scale, fwd_params=params,
                                bwd_params=params, assume_sequential_positions=sequential,
                                backend=backend, **variant)
@@ -292,6 +298,9 @@ VARIANT_CASES = [
     (dict(is_causal=False, local_window_size=(9, 4)), CASES[5]),
     (dict(is_causal=False, local_window_size=(0, 12)), CASES[6]),
     (dict(local_window_size=(30, 0)), Case(333, dtype="float32", layout=(("num_docs", 2),))),
+    (dict(logits_soft_cap=5.0), CASES[0]),
+    (dict(logits_soft_cap=2.0, local_window_size=(40, 0)), CASES[1]),
+    (dict(logits_soft_cap=3.0, is_causal=False), CASES[4]),
 ]
 
 
@@ -300,8 +309,8 @@ VARIANT_CASES = [
                          ids=[f"{'-'.join(f'{k}={v[k]}' for k in v)}-{c.id}"
                               for v, c in VARIANT_CASES])
 def test_variants_match_reference(variant, case, backend):
-    """Bidirectional attention and sliding windows (with and without causality), outputs and
-    gradients against the float64 reference with the same rule."""
+    """Bidirectional attention, sliding windows (with and without causality) and logit
+    soft-capping, outputs and gradients against the float64 reference with the same rule."""
     seed = int(np.random.SeedSequence().entropy % 2**31)
     n, k = case.heads
     batch = packed_batch(seed, batch=case.batch, kv_len=case.kv_len, q_len=case.q_len,
@@ -309,6 +318,10 @@ def test_variants_match_reference(variant, case, backend):
                          value_head_dim=case.value_head_dim, dtype=case.dtype,
                          poison_padding=True, **dict(case.layout))
     scale = case.head_dim ** -0.5
+    cap = variant.get("logits_soft_cap")
     report = check_attention(attention_fn(SMALL, backend=backend, scale=scale, **variant), batch,
-                             scale=scale, seed=seed, mask_terms=mask_terms(**variant))
+                             scale=scale, seed=seed,
+                             mask_terms=mask_terms(**{k: v for k, v in variant.items()
+                                                      if k in MASK_ARGS}),
+                             logits_fn=None if cap is None else soft_cap(cap))
     assert report.ok, f"seed={seed}\n{report}"

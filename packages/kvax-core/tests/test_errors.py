@@ -184,3 +184,9 @@ def test_variant_arguments_and_masks_built_for_another_variant():
     with pytest.raises(ValueError, match=r"kv_positions must lie in \[-2\*\*30, 2\*\*30\]"):
         flash_attention(**args(kv_positions=far), local_window_size=4)
     flash_attention(**args(kv_positions=far))  # without a window any int32 position is fine
+
+
+@pytest.mark.parametrize("cap", [0.0, -1.0, float("inf"), "5", True, jnp.float32(5.0)])
+def test_soft_cap_must_be_a_positive_number(cap):
+    with pytest.raises(ValueError, match="logits_soft_cap must be None or a positive finite"):
+        flash_attention(**args(), logits_soft_cap=cap)

@@ -159,3 +159,18 @@ def test_tma_forward_variant_compiles():
                                   stages)
     assert compiled.metadata.global_scratch_size > 0
     assert compiled.metadata.shared <= H100_SHARED_BYTES
+
+
+@pytest.mark.parametrize("kind", ["fwd", "bwd"])
+def test_variant_kernels_compile(kind):
+    """Bidirectional with a window and a soft cap: the kernels compile for sm_90 and the cap
+    brings tanh in."""
+    from kvax._src.attention.variant import make_variant
+
+    params = default_params("NVIDIA H100 80GB HBM3", backward=kind != "fwd")
+    consts, stages = launch_constants(kind, "bfloat16", 128, 128, params)
+    consts.update(tc.common_constants("bfloat16", 128, 128, False,
+                                      make_variant(False, (64, 16)), logits_soft_cap=30.0))
+    compiled = compile_for_hopper(KERNELS[kind], "bfloat16", consts, params.num_warps, stages)
+    assert "tanh" in compiled.asm["ptx"]  # absent without a cap (0 of ~150k characters)
+    assert compiled.metadata.shared <= H100_SHARED_BYTES

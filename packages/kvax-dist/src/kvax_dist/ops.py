@@ -117,7 +117,8 @@ def flash_attention(query, key, value, query_positions, query_segment_ids, kv_po
                     kv_segment_ids, *, mask=None, scale=1.0, bias=None, fwd_params=None,
                     bwd_params=None, assume_sequential_positions=False,
                     memory_optimized_gqa_backward=False, permute_tokens_for_load_balance=True,
-                    debug=False, mesh=None, backend="auto", variant=None):
+                    debug=False, mesh=None, backend="auto", variant=None,
+                    logits_soft_cap=None):
     specs, mesh = _setup(mesh)
     validate.check_qkv(query, key, value)
     if bias is not None:
@@ -162,7 +163,8 @@ def flash_attention(query, key, value, query_positions, query_segment_ids, kv_po
     fn = _attention_builder(
         mesh, mesh.axis_types, specs, cp, permuted, strategy, tp_q > 1 and tp_kv == 1, group,
         (fwd_params, bwd_params, False if cp > 1 else bool(assume_sequential_positions),
-         bool(memory_optimized_gqa_backward), bool(debug), backend, variant or MaskVariant()))
+         bool(memory_optimized_gqa_backward), bool(debug), backend, variant or MaskVariant(),
+         validate.check_soft_cap(logits_soft_cap)))
     scale = validate.check_scale(scale)
     return fn(query, key, value, jnp.asarray(scale, jnp.float32),
               *_int32(query_positions, query_segment_ids, kv_positions, kv_segment_ids), masks)
@@ -171,7 +173,8 @@ def flash_attention(query, key, value, query_positions, query_segment_ids, kv_po
 @functools.lru_cache(maxsize=128)
 def _attention_builder(mesh, axis_types, specs, cp, permuted, strategy, slice_kv_heads, group,
                        options):
-    fwd_params, bwd_params, sequential, memory_optimized, debug, backend, variant = options
+    (fwd_params, bwd_params, sequential, memory_optimized, debug, backend, variant,
+     logits_soft_cap) = options
     q_spec = P(*specs.query_specs)
     kv_in = P(specs.batch, specs.context, specs.kv_specs[2], None)  # gathered inside
     lay_q, lay_kv = _layout_specs(specs)
@@ -188,7 +191,8 @@ def _attention_builder(mesh, axis_types, specs, cp, permuted, strategy, slice_kv
             k, v = _kv_heads_for_shard(k, v, q.shape[2], group, head_axes)
         return flash_attention_local(q, k, v, qp, qs, kp, ks, m, scale, None, fwd_params,
                                      bwd_params, sequential, memory_optimized, debug,
-                                     backend=backend, variant=variant)
+                                     backend=backend, variant=variant,
+                                     logits_soft_cap=logits_soft_cap)
 
     # the masks' leaves are sharded like the query layout (a spec prefix for the whole tuple)
     in_specs = (q_spec, kv_in, kv_in, P(), lay_q, lay_q, lay_kv, lay_kv, lay_q)

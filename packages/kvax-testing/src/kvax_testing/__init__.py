@@ -12,6 +12,7 @@ from kvax_testing.reference import (
     reference_attention,
     reference_logits,
     reference_mask,
+    soft_cap,
     window_term,
 )
 
@@ -35,5 +36,6 @@ __all__ = [
     "reference_logits",
     "reference_mask",
     "set_fake_cpu_devices",
+    "soft_cap",
     "window_term",
 ]

@@ -131,13 +131,15 @@ def check_attention(
     grads: bool = True,
     factor: float = 2.0,
     mask_terms: Sequence[MaskTerm] = DEFAULT_MASK_TERMS,
+    logits_fn=None,
     cotangent=None,
 ) -> CheckReport:
     """Compare `attention_fn` with the reference on `batch`; return a report (see .assert_ok()).
 
     `attention_fn(query, key, value, query_positions, query_segment_ids, kv_positions,
     kv_segment_ids)` returns the output [B, T, N, Hv] in the inputs' dtype; `scale` must be the
-    scale it uses. Its vjp (with respect to query, key and value only) is checked with a random
+    scale it uses; `mask_terms` and `logits_fn` give the reference the same variant (see
+    kvax_testing.mask_terms and soft_cap). Its vjp (with respect to query, key and value only) is checked with a random
     cotangent when grads=True (drawn from `seed`, or the `cotangent` given).
     """
     dtype = jnp.dtype(batch.query.dtype)
@@ -161,7 +163,7 @@ def check_attention(
     def ref_fn(dt):
         def f(q_, k_, v_):
             return reference_attention(q_, k_, v_, *layout, scale=scale, dtype=dt,
-                                       mask_terms=mask_terms)[0]
+                                       mask_terms=mask_terms, logits_fn=logits_fn)[0]
         return f
 
     with jax.enable_x64(True):

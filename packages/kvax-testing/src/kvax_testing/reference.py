@@ -51,6 +51,11 @@ def window_term(left: int, right: int) -> MaskTerm:
     return term
 
 
+def soft_cap(cap: float) -> LogitsFn:
+    """Logit soft-capping, cap * tanh(logits / cap), as a reference_attention logits_fn."""
+    return lambda logits: cap * jnp.tanh(logits / cap)
+
+
 def mask_terms(is_causal: bool = True, local_window_size=None) -> tuple[MaskTerm, ...]:
     """The terms of Kvax's rule for flash_attention's is_causal and local_window_size."""
     terms = [document_term] + ([causal_term] if is_causal else [])

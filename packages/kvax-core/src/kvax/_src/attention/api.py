@@ -178,7 +178,8 @@ def flash_attention_local(query, key, value, query_positions, query_segment_ids,
                           kv_segment_ids, mask=None, scale=1.0, bias=None, fwd_params=None,
                           bwd_params=None, assume_sequential_positions=False,
                           memory_optimized_gqa_backward=False, debug=False, *,
-                          backend: Backend = "auto", variant: MaskVariant = MaskVariant()):
+                          backend: Backend = "auto", variant: MaskVariant = MaskVariant(),
+                          logits_soft_cap: float | None = None):
     """flash_attention on this device's arrays (kvax-dist calls it inside shard_map)."""
     validate.check_qkv(query, key, value)
     batch, q_len, _, _ = query.shape
@@ -204,7 +205,8 @@ def flash_attention_local(query, key, value, query_positions, query_segment_ids,
     opts = Options(sequential=bool(assume_sequential_positions), backend=resolved,
                    fwd_params=fwd_params, bwd_params=bwd_params,
                    memory_optimized_gqa_backward=bool(memory_optimized_gqa_backward),
-                   skip_pad_tokens=skip_pad, debug=bool(debug), variant=variant)
+                   skip_pad_tokens=skip_pad, debug=bool(debug), variant=variant,
+                   logits_soft_cap=validate.check_soft_cap(logits_soft_cap))
     return attention(opts, query, key, value, jnp.asarray(scale, jnp.float32), *layout, masks)
 
 
@@ -230,13 +232,15 @@ def flash_attention(
     backend: Backend = "auto",
     is_causal: bool = True,
     local_window_size: int | tuple[int, int] | None = None,
+    logits_soft_cap: float | None = None,
 ) -> jax.Array:
     """Document-masked attention: query [B, T, N, H], key [B, S, K, H], value [B, S, K, Hv].
 
     Query t attends key s iff their segment ids are equal and not PADDING_SEGMENT_ID and
     query_positions[t] >= kv_positions[s] (with is_causal=False: at any position; with
     local_window_size (left, right), or an int for both: -right <= pos[t] - pos[s] <= left);
-    rows with nothing to attend give 0. `mask` is what
+    rows with nothing to attend give 0. `logits_soft_cap=c` turns the scaled logits x into
+    c * tanh(x / c) (Gemma 2's soft-capping; the backward carries tanh's derivative). `mask` is what
     create_attention_mask returned (built here when None). `scale` multiplies the logits: a
     Python number or a scalar float array (traced under jit too; the output is differentiable in
     it). Positions and segment ids are int32 (or narrower, or wider with values that fit: see
@@ -257,8 +261,10 @@ def flash_attention(
             assume_sequential_positions=assume_sequential_positions,
             memory_optimized_gqa_backward=memory_optimized_gqa_backward,
             permute_tokens_for_load_balance=permute_tokens_for_load_balance, debug=debug,
-            mesh=mesh, backend=backend, variant=variant)
+            mesh=mesh, backend=backend, variant=variant,
+            logits_soft_cap=validate.check_soft_cap(logits_soft_cap))
     return flash_attention_local(
         query, key, value, query_positions, query_segment_ids, kv_positions, kv_segment_ids,
         mask, scale, bias, fwd_params, bwd_params, assume_sequential_positions,
-        memory_optimized_gqa_backward, debug, backend=backend, variant=variant)
+        memory_optimized_gqa_backward, debug, backend=backend, variant=variant,
+        logits_soft_cap=logits_soft_cap)

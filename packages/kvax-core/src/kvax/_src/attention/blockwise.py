@@ -77,8 +77,18 @@ def _grouped(x, k):
     return x.reshape(b, l, k, n // k, h)
 
 
+def _soft_cap(s, cap):
+    """c * tanh(s / c) when a cap is set (natural-log logits)."""
+    return s if cap is None else cap * jnp.tanh(s / cap)
+
+
+def _soft_cap_grad(ds, s_capped, cap):
+    """ds times the cap's derivative, 1 - tanh^2, read off the capped logits."""
+    return ds if cap is None else ds * (1.0 - jnp.square(s_capped / cap))
+
+
 def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *,
-            sequential: bool):
+            sequential: bool, logits_soft_cap: float | None = None):
     """Returns output [B, T, N, Hv] in q's dtype and logsumexp [B, N, T] (float32, +inf if empty).
     scale: a float32 scalar, traced or not."""
     b, t, n, _ = q.shape
@@ -94,7 +104,8 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
     def step(state, j, active, full):
         m, l, acc = state
         kj, vj = _gather(kc, j), _gather(vc, j)  # [B,R,bk,K,H]
-        s = jnp.einsum("brqkgh,brskh->brkgqs", qr, kj, precision=_HI) * scale
+        s = _soft_cap(jnp.einsum("brqkgh,brskh->brkgqs", qr, kj, precision=_HI) * scale,
+                      logits_soft_cap)
         elem = _element_mask(qp, qs, _gather(kp, j), _gather(ks, j), mask.variant)  # [B,R,bq,bk]
         allowed = (active[..., None, None] & (full[..., None, None] | elem))[:, :, None, None]
         s = jnp.where(allowed, s, -jnp.inf)
@@ -125,7 +136,8 @@ def _rows_to_blocks(x, block, num_kv):
 
 
 def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, out, lse, dout,
-             dq_mask: AttentionMask, dkdv_mask: AttentionMask, *, sequential: bool):
+             dq_mask: AttentionMask, dkdv_mask: AttentionMask, *, sequential: bool,
+             logits_soft_cap: float | None = None):
     """Gradients (dq, dk, dv) in the inputs' dtype; dk/dv summed over each kv head's group."""
     b, t, n, h = q.shape
     s_len, num_kv, hv = k.shape[1], k.shape[2], v.shape[3]
@@ -148,12 +160,13 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, out, lse, dout,
 
     def dq_step(dq, j, active, full):
         kj, vj = _gather(kc, j), _gather(vc, j)
-        s = jnp.einsum("brqkgh,brskh->brkgqs", qr, kj, precision=_HI) * scale
+        s = _soft_cap(jnp.einsum("brqkgh,brskh->brkgqs", qr, kj, precision=_HI) * scale,
+                      logits_soft_cap)
         elem = _element_mask(qp, qs, _gather(kp, j), _gather(ks, j), dq_mask.variant)
         allowed = (active[..., None, None] & (full[..., None, None] | elem))[:, :, None, None]
         p = jnp.where(allowed, jnp.exp(s - lse_r[..., None]), 0.0)
         dp = jnp.einsum("brqkgd,brskd->brkgqs", dor, vj, precision=_HI)
-        ds = p * (dp - delta_r[..., None])
+        ds = _soft_cap_grad(p * (dp - delta_r[..., None]), s, logits_soft_cap)
         return dq + jnp.einsum("brkgqs,brskh->brqkgh", ds, kj, precision=_HI) * scale
 
     dq = _visit(dq_mask, jnp.zeros(qr.shape, _F32), dq_step)
@@ -170,14 +183,15 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, out, lse, dout,
     def dkdv_step(state, i, active, full):
         dk, dv = state
         qi, doi = _gather(qc, i), _gather(doc, i)  # [B,R,bq,K,G,*]
-        s = jnp.einsum("brqkgh,brskh->brkgqs", qi, kr, precision=_HI) * scale
+        s = _soft_cap(jnp.einsum("brqkgh,brskh->brkgqs", qi, kr, precision=_HI) * scale,
+                      logits_soft_cap)
         elem = _element_mask(_gather(qp, i), _gather(qs, i), kp, ks,
                              dkdv_mask.variant)  # [B,R,bq,bk]
         allowed = (active[..., None, None] & (full[..., None, None] | elem))[:, :, None, None]
         p = jnp.where(allowed, jnp.exp(s - _gather(lse_c, i)[..., None]), 0.0)
         dv = dv + jnp.einsum("brkgqs,brqkgd->brskd", p, doi, precision=_HI)
         dp = jnp.einsum("brqkgd,brskd->brkgqs", doi, vr, precision=_HI)
-        ds = p * (dp - _gather(delta_c, i)[..., None])
+        ds = _soft_cap_grad(p * (dp - _gather(delta_c, i)[..., None]), s, logits_soft_cap)
         dk = dk + jnp.einsum("brkgqs,brqkgh->brskh", ds, qi, precision=_HI) * scale
         return dk, dv
 

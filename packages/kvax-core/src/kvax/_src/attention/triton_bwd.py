@@ -19,7 +19,7 @@ def _dkdv_visit(dk, dv, k, v, k_pos, k_seg, q_base, do_base, qpos_ptr, qseg_ptr,
                 delta_ptr, start, end, lf, uf, T, stride_qt, stride_dot, qk_scale, offs_m, offs_h,
                 offs_hv, H: tl.constexpr, HV: tl.constexpr, EVEN_H: tl.constexpr,
                 EVEN_HV: tl.constexpr, BLOCK_M: tl.constexpr, MASKED: tl.constexpr,
-                SEQUENTIAL: tl.constexpr, PAD_ID: tl.constexpr, RULE: tl.constexpr,
+                SEQUENTIAL: tl.constexpr, PAD_ID: tl.constexpr, VARIANT: tl.constexpr,
                 IEEE: tl.constexpr):
     """Accumulate one query head's contribution over query tiles (tc.masked_tile's order)."""
     for t in tl.range(start, end):
@@ -44,15 +44,15 @@ def _dkdv_visit(dk, dv, k, v, k_pos, k_seg, q_base, do_base, qpos_ptr, qseg_ptr,
                 do = tl.load(do_ptrs, mask=offs_hv[None, :] < HV, other=0.0)
             lse = tl.load(lse_ptr + q_start + offs_m)
             delta = tl.load(delta_ptr + q_start + offs_m)
-        s_t = tc.mma(k, tl.trans(q), None, IEEE) * qk_scale  # [BLOCK_N, BLOCK_M]
+        s_t = tc.soft_cap(tc.mma(k, tl.trans(q), None, IEEE) * qk_scale, VARIANT)  # [N, M]
         p_t = tl.math.exp2(s_t - lse[None, :])
         if MASKED:
             # [BLOCK_N, BLOCK_M]
-            allowed_t = tc.element_mask_t(k_pos, k_seg, q_pos, q_seg, PAD_ID, RULE)
+            allowed_t = tc.element_mask_t(k_pos, k_seg, q_pos, q_seg, PAD_ID, VARIANT)
             p_t = tl.where(allowed_t, p_t, 0.0)
         dv = tc.mma(p_t.to(do.dtype), do, dv, IEEE)
         dp_t = tc.mma(v, tl.trans(do), None, IEEE)  # [BLOCK_N, BLOCK_M]
-        ds_t = p_t * (dp_t - delta[None, :])
+        ds_t = tc.soft_cap_grad(p_t * (dp_t - delta[None, :]), s_t, VARIANT)
         dk = tc.mma(ds_t.to(q.dtype), q, dk, IEEE)
     return dk, dv
 
@@ -64,7 +64,7 @@ def _dkdv_program(
     N: tl.constexpr, G: tl.constexpr, H: tl.constexpr, HV: tl.constexpr,
     BLOCK_H: tl.constexpr, BLOCK_HV: tl.constexpr, EVEN_H: tl.constexpr, EVEN_HV: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ROW_RATIO: tl.constexpr,
-    COL_RATIO: tl.constexpr, SEQUENTIAL: tl.constexpr, PAD_ID: tl.constexpr, RULE: tl.constexpr,
+    COL_RATIO: tl.constexpr, SEQUENTIAL: tl.constexpr, PAD_ID: tl.constexpr, VARIANT: tl.constexpr,
     IEEE: tl.constexpr,
 ):
     """dK, dV of key tile pid_n (BLOCK_N keys) of kv head kvh, visiting query tiles of BLOCK_M."""
@@ -103,11 +103,11 @@ def _dkdv_program(
         dk, dv = _dkdv_visit(dk, dv, k, v, k_pos, k_seg, q_base, do_base, qpos_ptr, qseg_ptr,
                              lse_ptr, delta_ptr, lo, lf + hi - uf, lf, uf, T, stride_qt,
                              stride_dot, qk_scale, offs_m, offs_h, offs_hv, H, HV, EVEN_H,
-                             EVEN_HV, BLOCK_M, True, SEQUENTIAL, PAD_ID, RULE, IEEE)
+                             EVEN_HV, BLOCK_M, True, SEQUENTIAL, PAD_ID, VARIANT, IEEE)
         dk, dv = _dkdv_visit(dk, dv, k, v, k_pos, k_seg, q_base, do_base, qpos_ptr, qseg_ptr,
                              lse_ptr, delta_ptr, lf, uf, lf, uf, T, stride_qt, stride_dot,
                              qk_scale, offs_m, offs_h, offs_hv, H, HV, EVEN_H, EVEN_HV, BLOCK_M,
-                             False, SEQUENTIAL, PAD_ID, RULE, IEEE)
+                             False, SEQUENTIAL, PAD_ID, VARIANT, IEEE)
 
     kv_rows = (kv_start + offs_n) < S
     dk_base = DK + b * S * stride_kt + kv_start * stride_kt + kvh * H
@@ -123,7 +123,7 @@ def _dq_visit(dq, q, do, lse, delta, q_pos, q_seg, k_base, v_base, kpos_ptr, kse
               end, lf, uf, S, stride_kt, stride_vt, qk_scale, offs_n, offs_h, offs_hv,
               H: tl.constexpr, HV: tl.constexpr, EVEN_H: tl.constexpr, EVEN_HV: tl.constexpr,
               BLOCK_N: tl.constexpr, MASKED: tl.constexpr, SEQUENTIAL: tl.constexpr,
-              PAD_ID: tl.constexpr, RULE: tl.constexpr, IEEE: tl.constexpr):
+              PAD_ID: tl.constexpr, VARIANT: tl.constexpr, IEEE: tl.constexpr):
     """Accumulate dQ over key tiles (tc.masked_tile's order)."""
     for t in tl.range(start, end):
         kv_start = tc.masked_tile(t, lf, uf, MASKED).to(tl.int64) * BLOCK_N
@@ -143,12 +143,12 @@ def _dq_visit(dq, q, do, lse, delta, q_pos, q_seg, k_base, v_base, kpos_ptr, kse
                 v = tl.load(v_ptrs)  # [BLOCK_N, BLOCK_HV]
             else:
                 v = tl.load(v_ptrs, mask=offs_hv[None, :] < HV, other=0.0)
-        s = tc.mma(q, tl.trans(k), None, IEEE) * qk_scale  # [BLOCK_M, BLOCK_N]
+        s = tc.soft_cap(tc.mma(q, tl.trans(k), None, IEEE) * qk_scale, VARIANT)  # [M, N]
         p = tl.math.exp2(s - lse[:, None])
         if MASKED:
-            p = tl.where(tc.element_mask(q_pos, q_seg, k_pos, k_seg, PAD_ID, RULE), p, 0.0)
+            p = tl.where(tc.element_mask(q_pos, q_seg, k_pos, k_seg, PAD_ID, VARIANT), p, 0.0)
         dp = tc.mma(do, tl.trans(v), None, IEEE)  # [BLOCK_M, BLOCK_N]
-        ds = p * (dp - delta[:, None])
+        ds = tc.soft_cap_grad(p * (dp - delta[:, None]), s, VARIANT)
         dq = tc.mma(ds.to(k.dtype), k, dq, IEEE)
     return dq
 
@@ -160,7 +160,7 @@ def _dq_program(
     N: tl.constexpr, G: tl.constexpr, H: tl.constexpr, HV: tl.constexpr,
     BLOCK_H: tl.constexpr, BLOCK_HV: tl.constexpr, EVEN_H: tl.constexpr, EVEN_HV: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ROW_RATIO: tl.constexpr,
-    COL_RATIO: tl.constexpr, SEQUENTIAL: tl.constexpr, PAD_ID: tl.constexpr, RULE: tl.constexpr,
+    COL_RATIO: tl.constexpr, SEQUENTIAL: tl.constexpr, PAD_ID: tl.constexpr, VARIANT: tl.constexpr,
     IEEE: tl.constexpr,
 ):
     """dQ of query tile pid_m (BLOCK_M queries) of query head n, visiting key tiles of BLOCK_N."""
@@ -195,10 +195,11 @@ def _dq_program(
     dq = tl.zeros([BLOCK_M, BLOCK_H], dtype=tl.float32)
     dq = _dq_visit(dq, q, do, lse, delta, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_ptr, lo,
                    lf + hi - uf, lf, uf, S, stride_kt, stride_vt, qk_scale, offs_n, offs_h,
-                   offs_hv, H, HV, EVEN_H, EVEN_HV, BLOCK_N, True, SEQUENTIAL, PAD_ID, RULE, IEEE)
+                   offs_hv, H, HV, EVEN_H, EVEN_HV, BLOCK_N, True, SEQUENTIAL, PAD_ID, VARIANT,
+                   IEEE)
     dq = _dq_visit(dq, q, do, lse, delta, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_ptr, lf,
                    uf, lf, uf, S, stride_kt, stride_vt, qk_scale, offs_n, offs_h, offs_hv, H, HV,
-                   EVEN_H, EVEN_HV, BLOCK_N, False, SEQUENTIAL, PAD_ID, RULE, IEEE)
+                   EVEN_H, EVEN_HV, BLOCK_N, False, SEQUENTIAL, PAD_ID, VARIANT, IEEE)
     dq_base = DQ + b * T * stride_qt + q_start * stride_qt + n * H
     tl.store(dq_base + offs_m[:, None] * stride_qt + offs_h[None, :],
              (dq * scale).to(DQ.dtype.element_ty),
@@ -216,7 +217,7 @@ def _bwd_kernel(
     KV_BLOCK_Q: tl.constexpr, KV_BLOCK_K: tl.constexpr, KV_ROW_RATIO: tl.constexpr,
     KV_COL_RATIO: tl.constexpr, Q_BLOCK_Q: tl.constexpr, Q_BLOCK_K: tl.constexpr,
     Q_ROW_RATIO: tl.constexpr, Q_COL_RATIO: tl.constexpr,
-    SEQUENTIAL: tl.constexpr, PAD_ID: tl.constexpr, RULE: tl.constexpr, IEEE: tl.constexpr,
+    SEQUENTIAL: tl.constexpr, PAD_ID: tl.constexpr, VARIANT: tl.constexpr, IEEE: tl.constexpr,
     LOG2E: tl.constexpr,
 ):
     """Grid (KV_NT + G * Q_NT, B * KH): for each batch row and kv head, KV_NT dK/dV programs (one
@@ -232,19 +233,20 @@ def _bwd_kernel(
         _dkdv_program(pid, b, kvh, Q, K, V, DO, LSE, DELTA, QPOS, QSEG, KPOS, KSEG, KV_LO, KV_HI,
                       KV_LF, KV_UF, T, S, KV_R, qk_scale, scale, DK, DV, N, G, H, HV, BLOCK_H,
                       BLOCK_HV, EVEN_H, EVEN_HV, KV_BLOCK_Q, KV_BLOCK_K, KV_ROW_RATIO,
-                      KV_COL_RATIO, SEQUENTIAL, PAD_ID, RULE, IEEE)
+                      KV_COL_RATIO, SEQUENTIAL, PAD_ID, VARIANT, IEEE)
     else:
         j = pid - KV_NT
         pid_m = Q_NT - 1 - j % Q_NT
         _dq_program(pid_m, b, kvh * G + j // Q_NT, Q, K, V, DO, LSE, DELTA, QPOS, QSEG, KPOS,
                     KSEG, Q_LO, Q_HI, Q_LF, Q_UF, T, S, Q_R, qk_scale, scale, DQ, N, G, H, HV,
                     BLOCK_H, BLOCK_HV, EVEN_H, EVEN_HV, Q_BLOCK_Q, Q_BLOCK_K, Q_ROW_RATIO,
-                    Q_COL_RATIO, SEQUENTIAL, PAD_ID, RULE, IEEE)
+                    Q_COL_RATIO, SEQUENTIAL, PAD_ID, VARIANT, IEEE)
 
 
 def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, out, lse, dout,
              dq_mask: AttentionMask, dkdv_mask: AttentionMask, *, sequential: bool, params,
-             memory_optimized_gqa: bool = False, debug: bool = False):
+             memory_optimized_gqa: bool = False, debug: bool = False,
+             logits_soft_cap: float | None = None):
     """(dq, dk, dv) in the inputs' dtypes. memory_optimized_gqa is accepted for the original API:
     these kernels never hold per-query-head copies of dK/dV, so both settings use the same memory."""
     del memory_optimized_gqa
@@ -275,5 +277,5 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, out, lse, dout,
         KV_ROW_RATIO=kv_tiles["ROW_RATIO"], KV_COL_RATIO=kv_tiles["COL_RATIO"],
         Q_BLOCK_Q=q_tiles["BLOCK_M_TILE"], Q_BLOCK_K=q_tiles["BLOCK_N_TILE"],
         Q_ROW_RATIO=q_tiles["ROW_RATIO"], Q_COL_RATIO=q_tiles["COL_RATIO"],
-        **tc.common_constants(q.dtype, h, hv, sequential, dq_mask.variant))
+        **tc.common_constants(q.dtype, h, hv, sequential, dq_mask.variant, logits_soft_cap))
     return dq, dk, dv

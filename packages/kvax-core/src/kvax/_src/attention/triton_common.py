@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import triton
 import triton.language as tl
+from triton.language.extra import libdevice
 
 from kvax._src.attention.variant import MaskVariant
 from kvax._src.config import PADDING_SEGMENT_ID, is_hopper, shared_memory_bytes
@@ -59,30 +60,53 @@ def load_bounds(LO, HI, LF, UF, row, COL_RATIO: tl.constexpr):
 
 
 @triton.jit
-def position_rule(q_pos, k_pos, RULE: tl.constexpr):
-    """q_pos and k_pos broadcast against each other: with d = q_pos - k_pos, RULE = (low, high)
-    allows low <= d <= high, None meaning unbounded (variant.MaskVariant.diff_bounds; causal is
-    (0, None)). Written as q >= k + low and q <= k + high: no int32 overflow within the limits."""
+def position_rule(q_pos, k_pos, VARIANT: tl.constexpr):
+    """q_pos and k_pos broadcast against each other: with d = q_pos - k_pos, VARIANT = (low, high,
+    cap) allows low <= d <= high, None meaning unbounded (variant.MaskVariant.diff_bounds; causal
+    is (0, None)). Written as q >= k + low and q <= k + high: no int32 overflow within the
+    limits."""
     ok = q_pos == q_pos
-    if RULE[0] is not None:
-        ok = ok & (q_pos >= k_pos + RULE[0])
-    if RULE[1] is not None:
-        ok = ok & (q_pos <= k_pos + RULE[1])
+    if VARIANT[0] is not None:
+        ok = ok & (q_pos >= k_pos + VARIANT[0])
+    if VARIANT[1] is not None:
+        ok = ok & (q_pos <= k_pos + VARIANT[1])
     return ok
 
 
 @triton.jit
-def element_mask(q_pos, q_seg, k_pos, k_seg, PAD_ID: tl.constexpr, RULE: tl.constexpr):
-    """[BLOCK_Q] x [BLOCK_K] -> [BLOCK_Q, BLOCK_K]: same document, not padding, RULE."""
-    same = q_seg[:, None] == k_seg[None, :]
-    return same & (q_seg[:, None] != PAD_ID) & position_rule(q_pos[:, None], k_pos[None, :], RULE)
+def soft_cap(s, VARIANT: tl.constexpr):
+    """Logits in log2 units, soft-capped when VARIANT[2] (the cap c times log2(e)) is set:
+    c * tanh(x / c) for natural logits x is VARIANT[2] * tanh(s / VARIANT[2]) in log2 units."""
+    if VARIANT[2] is not None:
+        return libdevice.tanh(s / VARIANT[2]) * VARIANT[2]
+    else:
+        return s
 
 
 @triton.jit
-def element_mask_t(k_pos, k_seg, q_pos, q_seg, PAD_ID: tl.constexpr, RULE: tl.constexpr):
+def soft_cap_grad(ds, s_capped, VARIANT: tl.constexpr):
+    """ds times the cap's derivative, 1 - tanh^2, read off the capped logits."""
+    if VARIANT[2] is not None:
+        t = s_capped / VARIANT[2]
+        return ds * (1.0 - t * t)
+    else:
+        return ds
+
+
+@triton.jit
+def element_mask(q_pos, q_seg, k_pos, k_seg, PAD_ID: tl.constexpr, VARIANT: tl.constexpr):
+    """[BLOCK_Q] x [BLOCK_K] -> [BLOCK_Q, BLOCK_K]: same document, not padding, VARIANT."""
+    same = q_seg[:, None] == k_seg[None, :]
+    rule = position_rule(q_pos[:, None], k_pos[None, :], VARIANT)
+    return same & (q_seg[:, None] != PAD_ID) & rule
+
+
+@triton.jit
+def element_mask_t(k_pos, k_seg, q_pos, q_seg, PAD_ID: tl.constexpr, VARIANT: tl.constexpr):
     """The same rule, transposed: [BLOCK_K] x [BLOCK_Q] -> [BLOCK_K, BLOCK_Q]."""
     same = k_seg[:, None] == q_seg[None, :]
-    return same & (q_seg[None, :] != PAD_ID) & position_rule(q_pos[None, :], k_pos[:, None], RULE)
+    rule = position_rule(q_pos[None, :], k_pos[:, None], VARIANT)
+    return same & (q_seg[None, :] != PAD_ID) & rule
 
 
 @triton.jit
@@ -105,12 +129,15 @@ def ieee_products(dtype) -> bool:
 
 
 def common_constants(dtype, head_dim: int, value_head_dim: int, sequential: bool,
-                     variant: MaskVariant = MaskVariant()) -> dict:
+                     variant: MaskVariant = MaskVariant(),
+                     logits_soft_cap: float | None = None) -> dict:
     block_h, block_hv = next_pow2(head_dim), next_pow2(value_head_dim)
     return dict(
         H=head_dim, HV=value_head_dim, BLOCK_H=block_h, BLOCK_HV=block_hv,
         EVEN_H=block_h == head_dim, EVEN_HV=block_hv == value_head_dim,
-        SEQUENTIAL=bool(sequential), PAD_ID=PADDING_SEGMENT_ID, RULE=variant.diff_bounds,
+        SEQUENTIAL=bool(sequential), PAD_ID=PADDING_SEGMENT_ID,
+        VARIANT=(*variant.diff_bounds,
+                 None if logits_soft_cap is None else float(logits_soft_cap) * LOG2E),
         IEEE=ieee_products(dtype), LOG2E=LOG2E,
     )
 

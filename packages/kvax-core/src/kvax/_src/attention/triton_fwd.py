@@ -18,7 +18,7 @@ def _fwd_visit(acc, m_i, l_i, q, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_pt
                k_desc, v_desc, b, kvh,
                H: tl.constexpr, HV: tl.constexpr, EVEN_H: tl.constexpr, EVEN_HV: tl.constexpr,
                BLOCK_N: tl.constexpr, MASKED: tl.constexpr, SEQUENTIAL: tl.constexpr,
-               PAD_ID: tl.constexpr, RULE: tl.constexpr, IEEE: tl.constexpr, TMA: tl.constexpr):
+               PAD_ID: tl.constexpr, VARIANT: tl.constexpr, IEEE: tl.constexpr, TMA: tl.constexpr):
     """Visit key tiles (tc.masked_tile's order); m_i is in scaled log2 units.
     Measured on an H100 and dropped (tools/dev/tune.py): the scale folded into exp2's argument
     (no change), rescaling the accumulator only when a row maximum grew by more than 2^8 (3-7%
@@ -40,11 +40,11 @@ def _fwd_visit(acc, m_i, l_i, q, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_pt
             k = tl.load(k_ptrs)  # [BLOCK_N, BLOCK_H]
         else:
             k = tl.load(k_ptrs, mask=offs_h[None, :] < H, other=0.0)
-        s = tc.mma(q, tl.trans(k), None, IEEE) * qk_scale  # [BLOCK_M, BLOCK_N]
+        s = tc.soft_cap(tc.mma(q, tl.trans(k), None, IEEE) * qk_scale, VARIANT)  # [M, N]
         if MASKED:
             k_pos, k_seg, kv_live = tc.load_tile_layout(kpos_ptr, kseg_ptr, kv_start, offs_n, S,
                                                         SEQUENTIAL, PAD_ID)
-            allowed = tc.element_mask(q_pos, q_seg, k_pos, k_seg, PAD_ID, RULE)
+            allowed = tc.element_mask(q_pos, q_seg, k_pos, k_seg, PAD_ID, VARIANT)
             s = tl.where(allowed, s, float("-inf"))
             m_new = tl.maximum(m_i, tl.max(s, 1))
             m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
@@ -79,7 +79,7 @@ def _fwd_kernel(
     N: tl.constexpr, G: tl.constexpr, H: tl.constexpr, HV: tl.constexpr,
     BLOCK_H: tl.constexpr, BLOCK_HV: tl.constexpr, EVEN_H: tl.constexpr, EVEN_HV: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ROW_RATIO: tl.constexpr,
-    COL_RATIO: tl.constexpr, SEQUENTIAL: tl.constexpr, PAD_ID: tl.constexpr, RULE: tl.constexpr,
+    COL_RATIO: tl.constexpr, SEQUENTIAL: tl.constexpr, PAD_ID: tl.constexpr, VARIANT: tl.constexpr,
     IEEE: tl.constexpr, LOG2E: tl.constexpr, TMA: tl.constexpr,
 ):
     # Strides from the static shapes, so Triton knows their divisibility and vectorises the loads
@@ -130,11 +130,12 @@ def _fwd_kernel(
     acc, m_i, l_i = _fwd_visit(acc, m_i, l_i, q, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_ptr,
                                lo, lf + hi - uf, lf, uf, S, stride_kt, stride_vt, qk_scale, offs_h,
                                offs_hv, offs_n, k_desc, v_desc, b.to(tl.int32), kvh, H, HV,
-                               EVEN_H, EVEN_HV, BLOCK_N, True, SEQUENTIAL, PAD_ID, RULE, IEEE, TMA)
+                               EVEN_H, EVEN_HV, BLOCK_N, True, SEQUENTIAL, PAD_ID, VARIANT, IEEE,
+                               TMA)
     acc, m_i, l_i = _fwd_visit(acc, m_i, l_i, q, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_ptr,
                                lf, uf, lf, uf, S, stride_kt, stride_vt, qk_scale, offs_h, offs_hv,
                                offs_n, k_desc, v_desc, b.to(tl.int32), kvh, H, HV, EVEN_H,
-                               EVEN_HV, BLOCK_N, False, SEQUENTIAL, PAD_ID, RULE, IEEE, TMA)
+                               EVEN_HV, BLOCK_N, False, SEQUENTIAL, PAD_ID, VARIANT, IEEE, TMA)
 
     live = l_i > 0.0
     out = acc / tl.where(live, l_i, 1.0)[:, None]
@@ -148,7 +149,8 @@ def _fwd_kernel(
 
 
 def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *,
-            sequential: bool, params, debug: bool = False, tma: bool = False):
+            sequential: bool, params, debug: bool = False, tma: bool = False,
+            logits_soft_cap: float | None = None):
     """Output [B, T, N, Hv] (q's dtype) and logsumexp [B, N, T] (float32, log2 units)."""
     b, t, n, h = q.shape
     s_len, num_kv, hv = k.shape[1], k.shape[2], v.shape[3]
@@ -167,6 +169,6 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
         N=n, G=n // num_kv, BLOCK_M=tiles["BLOCK_M_TILE"], BLOCK_N=tiles["BLOCK_N_TILE"],
         ROW_RATIO=tiles["ROW_RATIO"], COL_RATIO=tiles["COL_RATIO"],
         TMA=bool(tma),
-        **tc.common_constants(q.dtype, h, hv, sequential, mask.variant),
+        **tc.common_constants(q.dtype, h, hv, sequential, mask.variant, logits_soft_cap),
     )
     return out, lse

@@ -33,6 +33,7 @@ class Options:
     skip_pad_tokens: bool = True
     debug: bool = False
     variant: MaskVariant = MaskVariant()
+    logits_soft_cap: float | None = None
 
 
 def _forward_impl(opts: Options, q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg,
@@ -42,9 +43,9 @@ def _forward_impl(opts: Options, q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg,
 
         return triton_fwd.forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, fwd_mask,
                                   sequential=opts.sequential, params=opts.fwd_params,
-                                  debug=opts.debug)
+                                  debug=opts.debug, logits_soft_cap=opts.logits_soft_cap)
     return blockwise.forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, fwd_mask,
-                             sequential=opts.sequential)
+                             sequential=opts.sequential, logits_soft_cap=opts.logits_soft_cap)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
@@ -78,9 +79,11 @@ def _attention_bwd(opts: Options, residuals, dout):
 
         dq, dk, dv = triton_bwd.backward(
             *args, sequential=opts.sequential, params=opts.bwd_params,
-            memory_optimized_gqa=opts.memory_optimized_gqa_backward, debug=opts.debug)
+            memory_optimized_gqa=opts.memory_optimized_gqa_backward, debug=opts.debug,
+            logits_soft_cap=opts.logits_soft_cap)
     else:
-        dq, dk, dv = blockwise.backward(*args, sequential=opts.sequential)
+        dq, dk, dv = blockwise.backward(*args, sequential=opts.sequential,
+                                        logits_soft_cap=opts.logits_soft_cap)
     # d out / d scale = sum(dS * Q K^T) and dQ = scale * dS K, so dscale = <Q, dQ> / scale
     # (a reduction XLA drops when nobody asks for the scale's gradient). Padding rows are left
     # out: their dQ is 0, but their Q may hold NaN or Inf.
