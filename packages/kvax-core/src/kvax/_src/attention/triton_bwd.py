@@ -44,7 +44,7 @@ def _dkdv_visit(dk, dv, k, v, k_pos, k_seg, q_base, do_base, qpos_ptr, qseg_ptr,
                 do = tl.load(do_ptrs, mask=offs_hv[None, :] < HV, other=0.0)
             lse = tl.load(lse_ptr + q_start + offs_m)
             delta = tl.load(delta_ptr + q_start + offs_m)
-        s_t = tc.soft_cap(tc.mma(k, tl.trans(q), None, IEEE) * qk_scale, VARIANT)  # [N, M]
+        s_t = tc.soft_cap(tc.mma(k, tl.trans(q), None, IEEE) * qk_scale, VARIANT, IEEE)  # [N, M]
         p_t = tl.math.exp2(s_t - lse[None, :])
         if MASKED:
             # [BLOCK_N, BLOCK_M]
@@ -143,7 +143,7 @@ def _dq_visit(dq, q, do, lse, delta, q_pos, q_seg, k_base, v_base, kpos_ptr, kse
                 v = tl.load(v_ptrs)  # [BLOCK_N, BLOCK_HV]
             else:
                 v = tl.load(v_ptrs, mask=offs_hv[None, :] < HV, other=0.0)
-        s = tc.soft_cap(tc.mma(q, tl.trans(k), None, IEEE) * qk_scale, VARIANT)  # [M, N]
+        s = tc.soft_cap(tc.mma(q, tl.trans(k), None, IEEE) * qk_scale, VARIANT, IEEE)  # [M, N]
         p = tl.math.exp2(s - lse[:, None])
         if MASKED:
             p = tl.where(tc.element_mask(q_pos, q_seg, k_pos, k_seg, PAD_ID, VARIANT), p, 0.0)

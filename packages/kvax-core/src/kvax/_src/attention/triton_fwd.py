@@ -40,7 +40,7 @@ def _fwd_visit(acc, m_i, l_i, q, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_pt
             k = tl.load(k_ptrs)  # [BLOCK_N, BLOCK_H]
         else:
             k = tl.load(k_ptrs, mask=offs_h[None, :] < H, other=0.0)
-        s = tc.soft_cap(tc.mma(q, tl.trans(k), None, IEEE) * qk_scale, VARIANT)  # [M, N]
+        s = tc.soft_cap(tc.mma(q, tl.trans(k), None, IEEE) * qk_scale, VARIANT, IEEE)  # [M, N]
         if MASKED:
             k_pos, k_seg, kv_live = tc.load_tile_layout(kpos_ptr, kseg_ptr, kv_start, offs_n, S,
                                                         SEQUENTIAL, PAD_ID)

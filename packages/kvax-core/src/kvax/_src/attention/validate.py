@@ -138,7 +138,8 @@ def check_soft_cap(logits_soft_cap) -> float | None:
     """None (off) or a positive, finite Python number (static: it shapes the kernels)."""
     if logits_soft_cap is None:
         return None
-    if (isinstance(logits_soft_cap, bool) or not isinstance(logits_soft_cap, (int, float, np.number))
+    number = isinstance(logits_soft_cap, (int, float, np.number))
+    if (isinstance(logits_soft_cap, bool) or not number
             or not math.isfinite(float(logits_soft_cap)) or float(logits_soft_cap) <= 0):
         raise ValueError(f"logits_soft_cap must be None or a positive finite number, got "
                          f"{logits_soft_cap!r}")
