@@ -26,6 +26,14 @@ class Case:
     layout: tuple = ()  # extra packed_layout arguments as (name, value) pairs
     batch: int = 2
 
+    def packed(self, seed):
+        """This case's random packed batch (NaN and Inf in its padding)."""
+        n, k = self.heads
+        return packed_batch(seed, batch=self.batch, kv_len=self.kv_len, q_len=self.q_len,
+                            num_heads=n, num_kv_heads=k, head_dim=self.head_dim,
+                            value_head_dim=self.value_head_dim, dtype=self.dtype,
+                            poison_padding=True, **dict(self.layout))
+
     @property
     def id(self):
         n, k = self.heads
@@ -66,11 +74,7 @@ def attention_fn(params, *, backend, scale, sequential=False, **variant):
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_matches_reference(case, backend):
     seed = int(np.random.SeedSequence().entropy % 2**31)  # fresh inputs every run
-    n, k = case.heads
-    batch = packed_batch(seed, batch=case.batch, kv_len=case.kv_len, q_len=case.q_len,
-                         num_heads=n, num_kv_heads=k, head_dim=case.head_dim,
-                         value_head_dim=case.value_head_dim, dtype=case.dtype,
-                         poison_padding=True, **dict(case.layout))
+    batch = case.packed(seed)
     scale = case.head_dim ** -0.5
     report = check_attention(attention_fn(SMALL, backend=backend, scale=scale), batch,
                              scale=scale, seed=seed)
@@ -312,11 +316,7 @@ def test_variants_match_reference(variant, case, backend):
     """Bidirectional attention, sliding windows (with and without causality) and logit
     soft-capping, outputs and gradients against the float64 reference with the same rule."""
     seed = int(np.random.SeedSequence().entropy % 2**31)
-    n, k = case.heads
-    batch = packed_batch(seed, batch=case.batch, kv_len=case.kv_len, q_len=case.q_len,
-                         num_heads=n, num_kv_heads=k, head_dim=case.head_dim,
-                         value_head_dim=case.value_head_dim, dtype=case.dtype,
-                         poison_padding=True, **dict(case.layout))
+    batch = case.packed(seed)
     scale = case.head_dim ** -0.5
     cap = variant.get("logits_soft_cap")
     report = check_attention(attention_fn(SMALL, backend=backend, scale=scale, **variant), batch,

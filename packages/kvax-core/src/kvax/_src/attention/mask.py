@@ -165,25 +165,17 @@ def _summaries(pos: jax.Array, seg: jax.Array, block: int, skip_pad: bool) -> di
     )
 
 
-def _diffs_meet(q_lo, q_hi, k_lo, k_hi, variant: MaskVariant):
-    """Some query-minus-key difference in [q_lo - k_hi, q_hi - k_lo] is allowed (conservative)."""
+def _diffs_allowed(q_lo, q_hi, k_lo, k_hi, variant: MaskVariant, *, every: bool):
+    """Query-minus-key differences range over [q_lo - k_hi, q_hi - k_lo]. every=False: some of
+    them may be allowed (conservative, for visiting); every=True: all are (exact, for full)."""
     low, high = variant.diff_bounds
+    smallest = (q_lo, k_hi) if every else (q_hi, k_lo)  # the difference held against low
+    largest = (q_hi, k_lo) if every else (q_lo, k_hi)  # the difference held against high
     ok = jnp.ones(jnp.broadcast_shapes(q_lo.shape, k_lo.shape), bool)
-    if low is not None:
-        ok = ok & (q_hi >= k_lo + low)
+    if low is not None:  # written as q >= k + low: no int32 overflow within the limits
+        ok = ok & (smallest[0] >= smallest[1] + low)
     if high is not None:
-        ok = ok & (q_lo <= k_hi + high)
-    return ok
-
-
-def _diffs_within(q_lo, q_hi, k_lo, k_hi, variant: MaskVariant):
-    """Every query-minus-key difference in [q_lo - k_hi, q_hi - k_lo] is allowed (exact)."""
-    low, high = variant.diff_bounds
-    ok = jnp.ones(jnp.broadcast_shapes(q_lo.shape, k_lo.shape), bool)
-    if low is not None:
-        ok = ok & (q_lo >= k_hi + low)
-    if high is not None:
-        ok = ok & (q_hi <= k_lo + high)
+        ok = ok & (largest[0] <= largest[1] + high)
     return ok
 
 
@@ -196,12 +188,13 @@ def _visible(q: dict, k: dict, variant: MaskVariant) -> tuple[jax.Array, jax.Arr
     kc = {n: v[..., None, :] for n, v in k.items() if n != "uniform"}  # [X, 1, 3]
     pair = (qa["has"] & kc["has"] & (qa["seg_lo"] <= kc["seg_hi"])
             & (kc["seg_lo"] <= qa["seg_hi"])
-            & _diffs_meet(qa["pos_lo"], qa["pos_hi"], kc["pos_lo"], kc["pos_hi"], variant))
+            & _diffs_allowed(qa["pos_lo"], qa["pos_hi"], kc["pos_lo"], kc["pos_hi"], variant,
+                             every=False))
     any_ = jnp.any(pair, axis=(-2, -1))
     first = lambda d, n: d[n][..., 0]  # noqa: E731  (uniform blocks: the first part is all)
     full = (q["uniform"] & k["uniform"] & (first(q, "seg_lo") == first(k, "seg_lo"))
-            & _diffs_within(first(q, "pos_lo"), first(q, "pos_hi"), first(k, "pos_lo"),
-                            first(k, "pos_hi"), variant))
+            & _diffs_allowed(first(q, "pos_lo"), first(q, "pos_hi"), first(k, "pos_lo"),
+                             first(k, "pos_hi"), variant, every=True))
     return any_, full & any_
 
 
