@@ -14,13 +14,14 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from kvax._src.attention.api import create_attention_mask_local, flash_attention_local
+from kvax._src.attention.api import (as_int32, create_attention_mask_local,
+                                     flash_attention_local)
 from kvax._src.attention.mask import AttentionMask
 from kvax._src.attention.variant import MaskVariant
 from kvax._src.attention import validate
 from kvax_dist import permutation
-from kvax_dist.specs import (AttentionSpecs, axis_size, check_axes, get_attention_specs,
-                             mesh_axes, resolve_mesh)
+from kvax_dist.specs import (AttentionSpecs, axis_size, check_axes, explicit_axes,
+                             get_attention_specs, mesh_axes, resolve_mesh)
 
 
 def _setup(mesh):
@@ -34,15 +35,11 @@ def _layout_specs(specs: AttentionSpecs):
     return P(specs.batch, specs.context), P(specs.batch, None)
 
 
-def _explicit(mesh) -> bool:
-    return any(t == jax.sharding.AxisType.Explicit for t in mesh.axis_types)
-
-
 def _as_specs(mesh, args, specs):
     """On a mesh with Explicit axes (what jax.make_mesh gives) arrays carry their sharding in
     their type and shard_map wants it to match in_specs: reshard them first. Auto axes need
     nothing."""
-    if not _explicit(mesh):
+    if not explicit_axes(mesh):
         return args
 
     def reshard(spec, subtree):  # a spec may be a prefix of a pytree (the masks)
@@ -58,12 +55,6 @@ def _sharded(local, mesh, in_specs, out_specs):
     mapped = jax.shard_map(local, mesh=mesh, in_specs=in_specs, out_specs=out_specs,
                            check_vma=False)
     return jax.jit(lambda *args: mapped(*_as_specs(mesh, args, in_specs)))
-
-
-def _int32(*arrays):
-    """Positions and segment ids, validated (their values fit), as int32: inside the jitted
-    sharded function a wider dtype could no longer be checked."""
-    return tuple(jnp.asarray(a).astype(jnp.int32) for a in arrays)
 
 
 def _check_divisible(name, length, parts, what):
@@ -84,7 +75,7 @@ def create_attention_mask(query_positions, query_segment_ids, kv_positions, kv_s
     local_t = t // axis_size(mesh, specs.context)
     build = _mask_builder(mesh, mesh.axis_types, specs, local_t, s, fwd_params, bwd_params,
                           bool(calc_bwd_mask), bool(skip_pad_tokens), variant or MaskVariant())
-    return build(*_int32(query_positions, query_segment_ids, kv_positions, kv_segment_ids))
+    return build(*as_int32(query_positions, query_segment_ids, kv_positions, kv_segment_ids))
 
 
 @functools.lru_cache(maxsize=128)
@@ -167,7 +158,7 @@ def flash_attention(query, key, value, query_positions, query_segment_ids, kv_po
          validate.check_soft_cap(logits_soft_cap)))
     scale = validate.check_scale(scale)
     return fn(query, key, value, jnp.asarray(scale, jnp.float32),
-              *_int32(query_positions, query_segment_ids, kv_positions, kv_segment_ids), masks)
+              *as_int32(query_positions, query_segment_ids, kv_positions, kv_segment_ids), masks)
 
 
 @functools.lru_cache(maxsize=128)

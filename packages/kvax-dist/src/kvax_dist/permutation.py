@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from kvax_dist.specs import context_size, resolve_mesh
+from kvax_dist.specs import context_size, explicit_axes, resolve_mesh
 
 
 def chunk_order(num_shards: int) -> np.ndarray:
@@ -87,7 +87,7 @@ def _along_sequence(fn, x, mesh):
     """fn(x) for a reordering of axis 1. On a mesh with Explicit axes an array sharded along the
     sequence cannot be gathered in place: it is resharded whole along axis 1 first, and its
     sharding restored after (the reordering moves tokens between shards either way)."""
-    if not any(t == jax.sharding.AxisType.Explicit for t in mesh.axis_types):
+    if not explicit_axes(mesh):
         return fn(x)
     spec = tuple(jax.typeof(x).sharding.spec)
     spec += (None,) * (x.ndim - len(spec))

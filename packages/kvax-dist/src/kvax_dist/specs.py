@@ -110,6 +110,12 @@ def resolve_mesh(mesh=None) -> jax.sharding.Mesh:
     raise ValueError("no mesh: pass mesh=, call jax.set_mesh(mesh), or enter `with mesh:`")
 
 
+def explicit_axes(mesh) -> bool:
+    """The mesh has Explicit axes (what jax.make_mesh gives): arrays carry their sharding in their
+    type, and reshaping or shard_map needs it resharded to match."""
+    return any(t == jax.sharding.AxisType.Explicit for t in mesh.axis_types)
+
+
 def axis_size(mesh: jax.sharding.Mesh, entry) -> int:
     size = 1
     for axis in mesh_axes(entry):

@@ -37,7 +37,7 @@ def _dist(mesh):
     return dist
 
 
-def _as_int32(*arrays):
+def as_int32(*arrays):
     """Validated positions and segment ids (their values fit int32) as int32 arrays."""
     return tuple(jnp.asarray(a).astype(jnp.int32) for a in arrays)
 
@@ -75,7 +75,7 @@ def create_attention_mask_local(query_positions, query_segment_ids, kv_positions
     check_positions_for_window(variant, {"query_positions": query_positions,
                                          "kv_positions": kv_positions})
     fwd_params, bwd_params = resolve_params(fwd_params, bwd_params)
-    return _build_masks(*_as_int32(query_positions, query_segment_ids, kv_positions,
+    return _build_masks(*as_int32(query_positions, query_segment_ids, kv_positions,
                                    kv_segment_ids),
                         fwd_params=fwd_params, bwd_params=bwd_params if calc_bwd_mask else None,
                         skip_pad_tokens=bool(skip_pad_tokens), variant=variant)
@@ -197,7 +197,7 @@ def flash_attention_local(query, key, value, query_positions, query_segment_ids,
                                                  bwd_params, variant)
     fwd_params, bwd_params = resolve_params(fwd_params, bwd_params, masks)
     resolved = resolve_backend(backend, query, value)
-    layout = _as_int32(query_positions, query_segment_ids, kv_positions, kv_segment_ids)
+    layout = as_int32(query_positions, query_segment_ids, kv_positions, kv_segment_ids)
     skip_pad = masks[0].skip_pad_tokens if masks else True
     if not masks:
         masks = _build_masks(*layout, fwd_params=fwd_params, bwd_params=None,

@@ -2,7 +2,7 @@
 
 One description, frozen and hashable (static under jit), read by every layer: its element
 predicate (the pure-JAX path and the tests' reference), the block tests of the block mask
-(mask.py) and the constexprs the kernels read (triton_common.variant_constants).
+(mask.py) and the VARIANT constexpr the kernels read (triton_common.common_constants).
 
 The rule: query t attends key s iff the segment ids are equal and not padding, and, with d =
 query_positions[t] - kv_positions[s]: d >= 0 when causal, and -right <= d <= left with a window
