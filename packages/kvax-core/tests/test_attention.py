@@ -61,12 +61,12 @@ MASK_ARGS = ("is_causal", "local_window_size")
 def attention_fn(params, *, backend, scale, sequential=False, **variant):
     mask_variant = {k: v for k, v in variant.items() if k in MASK_ARGS}
 
-    def fn(q, k, v, *layout):
+    def fn(q, k, v, *layout, **sinks):
         masks = create_attention_mask(*layout, fwd_params=params, bwd_params=params,
                                       calc_bwd_mask=True, **mask_variant)
         return flash_attention(q, k, v, *layout, mask=masks, scale=scale, fwd_params=params,
                                bwd_params=params, assume_sequential_positions=sequential,
-                               backend=backend, **variant)
+                               backend=backend, **variant, **sinks)
     return jax.jit(fn)
 
 
@@ -305,6 +305,12 @@ VARIANT_CASES = [
     (dict(logits_soft_cap=5.0), CASES[0]),
     (dict(logits_soft_cap=2.0, local_window_size=(40, 0)), CASES[1]),
     (dict(logits_soft_cap=3.0, is_causal=False), CASES[4]),
+    (dict(sinks=True), CASES[0]),
+    (dict(sinks=True, local_window_size=(20, 0)), CASES[1]),
+    (dict(sinks=True, logits_soft_cap=4.0), CASES[3]),
+    (dict(return_residual=True), CASES[2]),
+    (dict(return_residual=True, sinks=True), CASES[6]),
+    (dict(return_residual=True, is_causal=False, local_window_size=8), CASES[1]),
 ]
 
 
@@ -313,15 +319,22 @@ VARIANT_CASES = [
                          ids=[f"{'-'.join(f'{k}={v[k]}' for k in v)}-{c.id}"
                               for v, c in VARIANT_CASES])
 def test_variants_match_reference(variant, case, backend):
-    """Bidirectional attention, sliding windows (with and without causality) and logit
-    soft-capping, outputs and gradients against the float64 reference with the same rule."""
+    """Bidirectional attention, sliding windows (with and without causality), logit
+    soft-capping, attention sinks and the returned logsumexp: outputs and gradients (the sinks'
+    and through the logsumexp too) against the float64 reference with the same rule."""
     seed = int(np.random.SeedSequence().entropy % 2**31)
     batch = case.packed(seed)
     scale = case.head_dim ** -0.5
+    variant = dict(variant)
+    sinks = None
+    if variant.pop("sinks", False):  # around the logits' size, one head's sink switched off
+        sinks = np.random.default_rng(seed).normal(0.5, 1.5, case.heads[0]).astype(np.float32)
+        sinks[-1] = -np.inf
     cap = variant.get("logits_soft_cap")
     report = check_attention(attention_fn(SMALL, backend=backend, scale=scale, **variant), batch,
                              scale=scale, seed=seed,
                              mask_terms=mask_terms(**{k: v for k, v in variant.items()
                                                       if k in MASK_ARGS}),
-                             logits_fn=None if cap is None else soft_cap(cap))
+                             logits_fn=None if cap is None else soft_cap(cap), sinks=sinks,
+                             residual=variant.get("return_residual", False))
     assert report.ok, f"seed={seed}\n{report}"

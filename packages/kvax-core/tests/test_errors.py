@@ -190,3 +190,55 @@ def test_variant_arguments_and_masks_built_for_another_variant():
 def test_soft_cap_must_be_a_positive_number(cap):
     with pytest.raises(ValueError, match="logits_soft_cap must be None or a positive finite"):
         flash_attention(**args(), logits_soft_cap=cap)
+
+
+def test_sinks_and_residual_arguments():
+    with pytest.raises(ValueError, match=r"sinks must be a float array of shape \(num_heads,\) "
+                                         r"= \(4,\), got shape \(2,\)"):
+        flash_attention(**args(), sinks=jnp.zeros(2))
+    with pytest.raises(ValueError, match="got shape \\(4,\\) and dtype int32"):
+        flash_attention(**args(), sinks=jnp.zeros(4, jnp.int32))
+    with pytest.raises(ValueError, match="sinks must be finite or -inf"):
+        flash_attention(**args(), sinks=jnp.array([0.0, jnp.inf, 0.0, 0.0]))
+    out, lse = flash_attention(**args(), return_residual=True)
+    assert lse.shape == (B, T, N) and lse.dtype == jnp.float32
+
+
+def test_backend_registry_falls_through():
+    """A registered backend that refuses (NotImplementedError) lets "auto" fall through to the
+    next; named explicitly, its refusal reaches the caller."""
+    from kvax.extend import Backend, backend_names, register_backend
+    from kvax._src.attention import backends
+
+    class Refuses(Backend):
+        name = "refuses"
+
+        def check(self, query, key, value, *, platform):
+            raise NotImplementedError("refuses: never runs")
+
+    register_backend(Refuses(), priority=100)
+    try:
+        assert backend_names()[0] == "refuses" and backend_names()[-1] == "auto"
+        assert backends.resolve("auto", *(args()[n] for n in ("query", "key", "value"))) == "xla"
+        flash_attention(**args())  # auto: runs on xla
+        with pytest.raises(NotImplementedError, match="never runs"):
+            flash_attention(**args(), backend="refuses")
+    finally:
+        backends._REGISTRY.pop("refuses")
+
+
+def test_kvax_core_never_imports_kvax_dist_by_name():
+    """kvax-core finds kvax-dist only through the entry point (kvax/_src/sharded.py), and
+    kvax-dist reaches kvax-core only through public modules (kvax.extend, kvax.ops,
+    kvax.utils): no import cycle, no private surface."""
+    import pathlib
+    import re
+
+    import kvax
+    import kvax_dist
+
+    core = pathlib.Path(kvax.__file__).parent
+    for path in core.rglob("*.py"):
+        assert not re.search(r"^\s*(import|from)\s+kvax_dist", path.read_text(), re.M), path
+    for path in pathlib.Path(kvax_dist.__file__).parent.rglob("*.py"):
+        assert "kvax._src" not in path.read_text(), path

@@ -13,7 +13,7 @@ from kvax.utils import default_params  # noqa: E402
 H100_SHARED_BYTES = 232448
 POINTERS_I32 = ("QPOS", "QSEG", "KPOS", "KSEG", "LO", "HI", "LF", "UF", "KV_LO", "KV_HI", "KV_LF",
                 "KV_UF", "Q_LO", "Q_HI", "Q_LF", "Q_UF")
-POINTERS_F32 = ("LSE", "DELTA", "SCALE")
+POINTERS_F32 = ("LSE", "DELTA", "SCALE", "SINKS")
 
 
 def compile_for_hopper(kernel, dtype, constants, num_warps, num_stages):
@@ -50,7 +50,8 @@ def launch_constants(kind, dtype, h, hv, params):
         tiles = tc.choose_tiles(dtype, h, hv, params.query_block_size, params.kv_block_size,
                                 params.num_stages, forward=True, device_kind=kind_name)
         consts.update(BLOCK_M=tiles["BLOCK_M_TILE"], BLOCK_N=tiles["BLOCK_N_TILE"],
-                      ROW_RATIO=tiles["ROW_RATIO"], COL_RATIO=tiles["COL_RATIO"], TMA=False)
+                      ROW_RATIO=tiles["ROW_RATIO"], COL_RATIO=tiles["COL_RATIO"], TMA=False,
+                      HAS_SINKS=False)
         return consts, tiles["num_stages"]
     kv = tc.choose_tiles(dtype, h, hv, params.kv_block_size, params.query_block_size,
                          params.num_stages)
@@ -114,11 +115,15 @@ def test_wgmma_chain_not_serialised(kind, tmp_path):
     assert "C7515" not in report, report
 
 
-def test_sequential_variant_compiles():
+@pytest.mark.parametrize("change", [dict(SEQUENTIAL=True), dict(HAS_SINKS=True)],
+                         ids=["sequential", "sinks"])
+def test_forward_options_compile(change, tmp_path):
     params = default_params("NVIDIA H100 80GB HBM3", backward=False)
     consts, stages = launch_constants("fwd", "bfloat16", 128, 128, params)
-    consts["SEQUENTIAL"] = True
-    compile_for_hopper(triton_fwd._fwd_kernel, "bfloat16", consts, params.num_warps, stages)
+    consts.update(change)
+    compiled = compile_for_hopper(triton_fwd._fwd_kernel, "bfloat16", consts, params.num_warps,
+                                  stages)
+    assert "C7515" not in ptxas_report(compiled.asm["ptx"], tmp_path)
 
 
 def test_constants_are_ordered_as_the_kernel():

@@ -327,3 +327,43 @@ def test_variants_sharded_equal_single_device(variant, permute, fake_mesh, mesh_
     for name, a, b in zip("qkv", got_vjp(jax.device_put(cot, got.sharding)), want_vjp(cot)):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=5e-5, rtol=5e-5,
                                    err_msg=f"d{name}")
+
+
+@pytest.mark.parametrize("permute", ["striped", True], ids=["striped", "chunks"])
+def test_sinks_and_residual_sharded_equal_single_device(permute, fake_mesh, mesh_device_count):
+    """Sinks, soft-capping and the returned logsumexp under data x context x tensor parallelism:
+    output, logsumexp and the gradients of q, k, v and the sinks (summed over the data and
+    context shards by shard_map's transpose) equal one device's."""
+    devices = min(mesh_device_count, 8)
+    shape = (2, 2, 2) if devices >= 8 else (1, max(1, devices // 2), 2)
+    mesh = fake_mesh(shape, ("data", "context", "model"))
+    batch = packed_batch(17, batch=2, kv_len=96, num_heads=4, num_kv_heads=2, head_dim=16,
+                         num_docs=(2, 4), pad_tokens=(0, 9), dtype="float32")
+    qp, qs, kp, ks = (jnp.asarray(a) for a in batch.layout.arrays)
+    sinks = jnp.asarray([0.5, -1.0, 2.0, -jnp.inf], jnp.float32)
+    options = dict(scale=0.3, fwd_params=P16, bwd_params=P16, logits_soft_cap=4.0,
+                   return_residual=True)
+
+    def single_fn(q, k, v, sinks):
+        return flash_attention(q, k, v, qp, qs, kp, ks, sinks=sinks, **options)
+
+    def sharded(q, k, v, sinks):
+        with attention_specs(("data", "context", "model", None), ("data", None, "model", None)):
+            q, k, v, qp_, qs_ = permute_tokens_context_parallelism((q, k, v, qp, qs),
+                                                                   strategy=permute, mesh=mesh)
+            out, lse = flash_attention(q, k, v, qp_, qs_, kp, ks, mesh=mesh, sinks=sinks,
+                                       permute_tokens_for_load_balance=permute, **options)
+            return unpermute_tokens_context_parallelism((out, lse), strategy=permute, mesh=mesh)
+
+    args = (*(jnp.asarray(x) for x in (batch.query, batch.key, batch.value)), sinks)
+    want, want_vjp = jax.vjp(single_fn, *args)
+    got, got_vjp = jax.vjp(jax.jit(sharded), *args)
+    rng = np.random.default_rng(3)
+    cots = tuple(jnp.asarray(rng.standard_normal(w.shape), w.dtype) for w in want)
+    for name, a, b in zip(("out", "lse"), got, want):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=2e-5, rtol=2e-5,
+                                   err_msg=name)
+    got_grads = got_vjp(tuple(jax.device_put(c, g.sharding) for c, g in zip(cots, got)))
+    for name, a, b in zip(("dq", "dk", "dv", "dsinks"), got_grads, want_vjp(cots)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=5e-5, rtol=5e-5,
+                                   err_msg=name)

@@ -53,3 +53,26 @@ def test_checker_reports_worst_element():
     report = check_attention(one_bad_element, batch, scale=0.25, grads=False)
     (out,) = report.comparisons
     assert not out.ok and out.index == (0, 17, 1, 3)
+
+
+SINKS = jnp.asarray([0.4, -1.0, 1.5, -jnp.inf], jnp.float32)
+
+
+def with_sinks(q, k, v, *layout, sinks, shift=0.0, lse_shift=0.0):
+    out, lse = reference_attention(q, k, v, *layout, scale=0.25, dtype=jnp.float32,
+                                   sinks=sinks + shift)
+    return out.astype(q.dtype), lse.transpose(0, 2, 1) + lse_shift
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_checker_sinks_and_residual(dtype):
+    """The reference with sinks passes (and dsinks and lse are compared); a sink off by 0.02, or a
+    logsumexp off by 1e-3, fails, in bfloat16 too (their plain computation is float32's)."""
+    batch = packed_batch(24, kv_len=97, num_docs=3, pad_tokens=9, head_dim=16, dtype=dtype)
+    good = check_attention(with_sinks, batch, scale=0.25, sinks=SINKS, residual=True)
+    assert good.ok, str(good)
+    assert {c.name for c in good.comparisons} == {"out", "lse", "dq", "dk", "dv", "dsinks"}
+    for bug in (dict(shift=0.02), dict(lse_shift=1e-3)):
+        bad = check_attention(lambda *a, **kw: with_sinks(*a, **kw, **bug), batch, scale=0.25,
+                              sinks=SINKS, residual=True)
+        assert not bad.ok, f"{bug}\n{bad}"

@@ -11,6 +11,12 @@ from kvax_dist.permutation import (
 )
 from kvax_dist.specs import AttentionSpecs, attention_specs, get_attention_specs, specs_active
 
+import sys as _sys
+
+from kvax.extend import register_sharded as _register
+
+_register(_sys.modules[__name__])  # kvax.ops and kvax.utils reach us through this
+
 __all__ = [
     "AttentionSpecs",
     "attention_specs",

@@ -14,11 +14,8 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from kvax._src.attention.api import (as_int32, create_attention_mask_local,
-                                     flash_attention_local)
-from kvax._src.attention.mask import AttentionMask
-from kvax._src.attention.variant import MaskVariant
-from kvax._src.attention import validate
+from kvax.extend import (AttentionMask, MaskVariant, as_int32, create_attention_mask_local,
+                         flash_attention_local, validate)
 from kvax_dist import permutation
 from kvax_dist.specs import (AttentionSpecs, axis_size, check_axes, explicit_axes,
                              get_attention_specs, mesh_axes, resolve_mesh)
@@ -109,12 +106,13 @@ def flash_attention(query, key, value, query_positions, query_segment_ids, kv_po
                     bwd_params=None, assume_sequential_positions=False,
                     memory_optimized_gqa_backward=False, permute_tokens_for_load_balance=True,
                     debug=False, mesh=None, backend="auto", variant=None,
-                    logits_soft_cap=None):
+                    logits_soft_cap=None, sinks=None, return_residual=False):
     specs, mesh = _setup(mesh)
     validate.check_qkv(query, key, value)
     if bias is not None:
         raise NotImplementedError("bias is not supported (as in the original Kvax)")
     b, t, n, h = query.shape
+    sinks = validate.check_sinks(sinks, n)
     s, k_heads = key.shape[1], key.shape[2]
     validate.check_layout_arrays(query_positions, query_segment_ids, kv_positions,
                                  kv_segment_ids, batch=b, q_len=t, kv_len=s)
@@ -155,9 +153,10 @@ def flash_attention(query, key, value, query_positions, query_segment_ids, kv_po
         mesh, mesh.axis_types, specs, cp, permuted, strategy, tp_q > 1 and tp_kv == 1, group,
         (fwd_params, bwd_params, False if cp > 1 else bool(assume_sequential_positions),
          bool(memory_optimized_gqa_backward), bool(debug), backend, variant or MaskVariant(),
-         validate.check_soft_cap(logits_soft_cap)))
+         validate.check_soft_cap(logits_soft_cap), sinks is not None, bool(return_residual)))
     scale = validate.check_scale(scale)
-    return fn(query, key, value, jnp.asarray(scale, jnp.float32),
+    extra = () if sinks is None else (sinks,)
+    return fn(query, key, value, jnp.asarray(scale, jnp.float32), *extra,
               *as_int32(query_positions, query_segment_ids, kv_positions, kv_segment_ids), masks)
 
 
@@ -165,13 +164,14 @@ def flash_attention(query, key, value, query_positions, query_segment_ids, kv_po
 def _attention_builder(mesh, axis_types, specs, cp, permuted, strategy, slice_kv_heads, group,
                        options):
     (fwd_params, bwd_params, sequential, memory_optimized, debug, backend, variant,
-     logits_soft_cap) = options
+     logits_soft_cap, has_sinks, return_residual) = options
     q_spec = P(*specs.query_specs)
     kv_in = P(specs.batch, specs.context, specs.kv_specs[2], None)  # gathered inside
     lay_q, lay_kv = _layout_specs(specs)
     head_axes = specs.query_specs[2]
 
-    def local(q, k, v, scale, qp, qs, kp, ks, m):
+    def local(q, k, v, scale, *rest):
+        sinks, (qp, qs, kp, ks, m) = (rest[0], rest[1:]) if has_sinks else (None, rest)
         if cp > 1:
             k = jax.lax.all_gather(k, specs.context, axis=1, tiled=True)
             v = jax.lax.all_gather(v, specs.context, axis=1, tiled=True)
@@ -183,8 +183,13 @@ def _attention_builder(mesh, axis_types, specs, cp, permuted, strategy, slice_kv
         return flash_attention_local(q, k, v, qp, qs, kp, ks, m, scale, None, fwd_params,
                                      bwd_params, sequential, memory_optimized, debug,
                                      backend=backend, variant=variant,
-                                     logits_soft_cap=logits_soft_cap)
+                                     logits_soft_cap=logits_soft_cap, sinks=sinks,
+                                     return_residual=return_residual)
 
-    # the masks' leaves are sharded like the query layout (a spec prefix for the whole tuple)
-    in_specs = (q_spec, kv_in, kv_in, P(), lay_q, lay_q, lay_kv, lay_kv, lay_q)
-    return _sharded(local, mesh, in_specs, q_spec)
+    # Sinks are sharded like the query heads; shard_map's transpose sums their gradient over the
+    # other axes. The masks' leaves are sharded like the query layout (a spec prefix for the
+    # whole tuple). The logsumexp [B, T, N] is sharded like the query without its head dim.
+    sink_specs = (P(head_axes),) if has_sinks else ()
+    in_specs = (q_spec, kv_in, kv_in, P(), *sink_specs, lay_q, lay_q, lay_kv, lay_kv, lay_q)
+    out_specs = (q_spec, P(*specs.query_specs[:3])) if return_residual else q_spec
+    return _sharded(local, mesh, in_specs, out_specs)

@@ -85,7 +85,8 @@ class CheckReport:
 
 
 def _compare(name, got, want, plain, *, factor, noise, logit_magnitude=0.0,
-             exact_zero=None) -> Comparison:
+             exact_zero=None, magnitude=None) -> Comparison:
+    """`magnitude` (default max |want|) is what the noise and softmax terms scale with."""
     got = np.asarray(got, np.float64)
     want = np.asarray(want, np.float64)
     plain = np.asarray(plain, np.float64)
@@ -95,7 +96,7 @@ def _compare(name, got, want, plain, *, factor, noise, logit_magnitude=0.0,
     diff = np.abs(got - want)
     diff = np.where(np.isfinite(got), diff, np.inf)
     baseline = float(np.max(np.abs(plain - want), initial=0.0))
-    scale = float(np.max(np.abs(want), initial=0.0))
+    scale = float(np.max(np.abs(want), initial=0.0)) if magnitude is None else magnitude
     softmax = SOFTMAX_ROUNDINGS * F32_UNIT_ROUNDOFF * logit_magnitude
     bound = factor * baseline + (noise + softmax) * max(scale, 1e-3)
     worst = np.unravel_index(int(np.argmax(diff)), diff.shape) if diff.size else ()
@@ -133,14 +134,20 @@ def check_attention(
     mask_terms: Sequence[MaskTerm] = DEFAULT_MASK_TERMS,
     logits_fn=None,
     cotangent=None,
+    sinks=None,
+    residual: bool = False,
 ) -> CheckReport:
     """Compare `attention_fn` with the reference on `batch`; return a report (see .assert_ok()).
 
     `attention_fn(query, key, value, query_positions, query_segment_ids, kv_positions,
     kv_segment_ids)` returns the output [B, T, N, Hv] in the inputs' dtype; `scale` must be the
     scale it uses; `mask_terms` and `logits_fn` give the reference the same variant (see
-    kvax_testing.mask_terms and soft_cap). Its vjp (with respect to query, key and value only) is checked with a random
-    cotangent when grads=True (drawn from `seed`, or the `cotangent` given).
+    kvax_testing.mask_terms and soft_cap). Its vjp (with respect to query, key and value) is
+    checked with a random cotangent when grads=True (drawn from `seed`, or the `cotangent` given).
+    With `sinks` ([N] float), attention_fn is called with `sinks=` too and its gradient is
+    checked ("dsinks"). With residual=True, attention_fn returns (output, logsumexp [B, T, N]);
+    the logsumexp is checked ("lse": natural log, -inf on rows with nothing to attend, exactly)
+    and the vjp gets a random cotangent for it as well.
     """
     dtype = jnp.dtype(batch.query.dtype)
     layout = [jnp.asarray(a) for a in batch.layout.arrays]
@@ -160,30 +167,57 @@ def check_attention(
         cotangent = rng.standard_normal(out_shape, np.float32)
     cotangent = jnp.asarray(cotangent).astype(dtype)
 
+    lse_cotangent = jnp.asarray(rng.standard_normal(q.shape[:3], np.float32))  # [B, T, N]
+    primals = (q, k, v) if sinks is None else (q, k, v, jnp.asarray(sinks))
+    clean = (clean_q, clean_k, clean_v, *primals[3:])
+
     def ref_fn(dt):
-        def f(q_, k_, v_):
-            return reference_attention(q_, k_, v_, *layout, scale=scale, dtype=dt,
-                                       mask_terms=mask_terms, logits_fn=logits_fn)[0]
+        def f(q_, k_, v_, *sinks_):
+            out, lse = reference_attention(q_, k_, v_, *layout, scale=scale, dtype=dt,
+                                           mask_terms=mask_terms, logits_fn=logits_fn,
+                                           sinks=sinks_[0] if sinks_ else None)
+            return (out, lse.transpose(0, 2, 1)) if residual else out
         return f
 
+    def cotangents(dt, lse_dt):
+        ct = cotangent.astype(dt)
+        return (ct, lse_cotangent.astype(lse_dt)) if residual else ct
+
+    def as_dtype(x, dt):
+        return x.astype(dt) if jnp.issubdtype(x.dtype, jnp.floating) else x
+
     with jax.enable_x64(True):
-        want_out, want_vjp = jax.vjp(ref_fn(jnp.float64), clean_q, clean_k, clean_v)
-        want_grads = want_vjp(cotangent.astype(jnp.float64)) if grads else ()
-        want_out, want_grads = np.asarray(want_out), [np.asarray(g) for g in want_grads]
+        want, want_vjp = jax.vjp(ref_fn(jnp.float64), *[as_dtype(x, jnp.float64) for x in clean])
+        want_grads = want_vjp(cotangents(jnp.float64, jnp.float64)) if grads else ()
+        want = jax.tree.map(np.asarray, want)
+        want_grads = [np.asarray(g) for g in want_grads]
         logits = reference_logits(clean_q.astype(jnp.float64), clean_k.astype(jnp.float64),
                                   scale)  # [B, N, T, S]
         logit_magnitude = float(np.max(np.abs(logits), where=allowed[:, None], initial=0.0))
-    plain_out, plain_vjp = jax.vjp(ref_fn(dtype), clean_q, clean_k, clean_v)
-    plain_grads = plain_vjp(cotangent) if grads else ()
+    plain, plain_vjp = jax.vjp(ref_fn(dtype), *clean)
+    plain_grads = plain_vjp(cotangents(dtype, dtype)) if grads else ()
+    if residual or sinks is not None:
+        # The logsumexp and the sinks' gradient are float32 results whatever the input dtype:
+        # their plain computation is the float32 one (a 16-bit one would excuse any error).
+        plain32, plain32_vjp = jax.vjp(ref_fn(jnp.float32), *[as_dtype(x, jnp.float32)
+                                                              for x in clean])
+        if residual:
+            plain = (plain[0], plain32[1])
+        if grads and sinks is not None:
+            plain_grads = (*plain_grads[:3],
+                           plain32_vjp(cotangents(jnp.float32, jnp.float32))[3])
 
-    def f(q_, k_, v_):
-        return attention_fn(q_, k_, v_, *layout)
+    def f(q_, k_, v_, *sinks_):
+        extra = {"sinks": sinks_[0]} if sinks_ else {}
+        return attention_fn(q_, k_, v_, *layout, **extra)
 
     if grads:
-        got_out, got_vjp = jax.vjp(f, q, k, v)
-        got_grads = got_vjp(cotangent)
+        got, got_vjp = jax.vjp(f, *primals)
+        got_grads = got_vjp(cotangents(dtype, jnp.float32))
     else:
-        got_out, got_grads = f(q, k, v), ()
+        got, got_grads = f(*primals), ()
+    (got_out, got_lse), (want_out, want_lse), (plain_out, plain_lse) = (
+        x if residual else (x, None) for x in (got, want, plain))
 
     noise = NOISE[dtype.name]
     dead_q = ~_broadcast_rows(q_live, out_shape)
@@ -191,6 +225,9 @@ def check_attention(
         _compare("out", got_out, want_out, plain_out, factor=factor, noise=noise,
                  logit_magnitude=logit_magnitude, exact_zero=dead_q)
     ]
+    if residual:
+        results.append(_compare_lse(got_lse, want_lse, plain_lse, factor=factor,
+                                    logit_magnitude=logit_magnitude))
     if got_out.dtype != dtype:
         results.append(Comparison("out", 0, 0, 0, (), 0, 0, f"dtype {got_out.dtype}, want {dtype}"))
     zero_masks = (
@@ -198,14 +235,60 @@ def check_attention(
         ~_broadcast_rows(kv_live, k.shape),
         ~_broadcast_rows(kv_live, v.shape),
     )
+    sink_terms = None
+    if sinks is not None:
+        zero_masks += (np.zeros(np.shape(sinks), bool),)
+        if grads:
+            sink_terms = _sink_gradient_terms(clean, layout, np.asarray(cotangent, np.float64),
+                                              scale, mask_terms, logits_fn)
     for name, got, want, plain, zero, x in zip(
-        ("dq", "dk", "dv"), got_grads, want_grads, plain_grads, zero_masks, (q, k, v)
+        ("dq", "dk", "dv", "dsinks"), got_grads, want_grads, plain_grads, zero_masks, primals
     ):
         results.append(_compare(name, got, want, plain, factor=factor, noise=noise,
-                                logit_magnitude=logit_magnitude, exact_zero=zero))
+                                logit_magnitude=logit_magnitude, exact_zero=zero,
+                                magnitude=sink_terms if name == "dsinks" else None))
         if got.dtype != x.dtype:
             results.append(Comparison(name, 0, 0, 0, (), 0, 0, f"dtype {got.dtype}, want {x.dtype}"))
     return CheckReport(tuple(results))
+
+
+def _sink_gradient_terms(clean, layout, cotangent, scale, mask_terms, logits_fn) -> float:
+    """The magnitude the sinks' gradient's rounding noise scales with. It sums -p_sink * dO . O
+    over rows, reading an output rounded to the input dtype: each element of O carries an
+    independent rounding of up to half an ulp, so the noise is about a half ulp / sqrt(3) times
+    the root sum of squares of the products p_sink * dO_d * O_d (per head; the worst head). Six
+    such standard deviations are returned: neither the (cancelled) result nor the worst-case sum
+    of every rounding, which would excuse a 1% error in the sinks."""
+    with jax.enable_x64(True):
+        q, k, v, sinks = (x.astype(jnp.float64) for x in clean)
+        out, lse = reference_attention(q, k, v, *layout, scale=scale, dtype=jnp.float64,
+                                       mask_terms=mask_terms, logits_fn=logits_fn, sinks=sinks)
+        out, lse = np.asarray(out), np.asarray(lse)
+    live = np.isfinite(lse)  # [B, N, T]
+    p_sink = np.exp(np.asarray(sinks)[None, :, None] - np.where(live, lse, 0.0))
+    p_sink = np.where(live, p_sink, 0.0).transpose(0, 2, 1)[..., None]  # [B, T, N, 1]
+    squares = np.square(p_sink * cotangent * out).sum(axis=(0, 1, 3))  # [N]
+    return float(6.0 / np.sqrt(3.0) * np.sqrt(np.max(squares, initial=0.0)))
+
+
+def _compare_lse(got, want, plain, *, factor, logit_magnitude) -> Comparison:
+    """The logsumexp: -inf exactly where the reference has it, else the baseline bound (its
+    magnitude is the logits', so the noise is a float32 rounding of them)."""
+    got, want, plain = (np.asarray(x, np.float64) for x in (got, want, plain))
+    if got.shape != want.shape:
+        return Comparison("lse", np.inf, 0.0, 0.0, (), np.nan, np.nan,
+                          f"shape {got.shape}, expected {want.shape}")
+    empty = np.isneginf(want)
+    wrong = np.argwhere(empty != np.isneginf(got))
+    if len(wrong):
+        index = tuple(int(i) for i in wrong[0])
+        return Comparison("lse", np.inf, 0.0, 0.0, index, float(got[index]), float(want[index]),
+                          f"{len(wrong)} rows where -inf (nothing attended) does not match")
+    live = ~empty
+    fill = lambda x: np.where(live, x, 0.0)  # noqa: E731
+    comparison = _compare("lse", fill(got), fill(want), fill(plain), factor=factor,
+                          noise=NOISE["float32"], logit_magnitude=logit_magnitude)
+    return comparison
 
 
 def assert_attention_close(attention_fn: AttentionFn, batch: PackedBatch, **kwargs) -> CheckReport:

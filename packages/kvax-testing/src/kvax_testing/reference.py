@@ -10,7 +10,7 @@ Query head n reads kv head n // (N // K). A row with nothing to attend gives out
 The mask is a conjunction of terms, each a function of (query_positions, query_segment_ids,
 kv_positions, kv_segment_ids) returning a boolean [B, T, S] array, and the logits pass through an
 optional transform before the softmax: windows, bidirectional spans, soft-capping or sinks are added
-as extra terms or transforms, without touching this code.
+as extra terms or transforms, without touching this code; sinks are an argument.
 """
 
 from __future__ import annotations
@@ -107,8 +107,13 @@ def reference_attention(
     dtype=jnp.float32,
     mask_terms: Sequence[MaskTerm] = DEFAULT_MASK_TERMS,
     logits_fn: LogitsFn | None = None,
+    sinks=None,
 ) -> tuple[jax.Array, jax.Array]:
     """Dense attention computed in `dtype`; returns (output [B, T, N, Hv], logsumexp [B, N, T]).
+
+    `sinks` [N]: one logit per query head added to each row's softmax denominator, with no value
+    (after scaling and logits_fn). The logsumexp includes it; rows with no allowed key still give
+    output 0 and logsumexp -inf.
 
     With dtype float32/float64 this is the high-precision reference. With the inputs' own dtype
     (bfloat16, float16) every intermediate is rounded to it: that is the "plain computation" whose
@@ -137,10 +142,15 @@ def reference_attention(
 
     masked = jnp.where(allowed, logits, -jnp.inf)
     row_max = jnp.max(masked, axis=-1, keepdims=True)
+    if sinks is not None:
+        sink = jnp.asarray(sinks).astype(dtype)[None, :, None, None]  # [1, N, 1, 1]
+        row_max = jnp.maximum(row_max, sink)
     any_allowed = jnp.any(allowed, axis=-1, keepdims=True)
     row_max = jnp.where(any_allowed, jax.lax.stop_gradient(row_max), 0)
     weights = jnp.where(allowed, jnp.exp(masked - row_max), 0).astype(dtype)
     denom = jnp.sum(weights, axis=-1, keepdims=True)
+    if sinks is not None:
+        denom = denom + jnp.where(any_allowed, jnp.exp(sink - row_max), 0).astype(dtype)
     safe_denom = jnp.where(any_allowed, denom, 1)
     probs = (weights / safe_denom).astype(dtype)
     out = jnp.einsum("bnts,bsnh->btnh", probs, v, precision=hi, preferred_element_type=dtype)

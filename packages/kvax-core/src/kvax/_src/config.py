@@ -62,16 +62,12 @@ def shared_memory_bytes(device_kind: str) -> int | None:
 
 
 def default_params(device_kind: str, *, backward: bool) -> FlashAttentionParamsConfig:
-    """Default kernel parameters for a device kind (as `jax.Device.device_kind` spells it).
+    """Default kernel parameters for a device kind (as `jax.Device.device_kind` spells it): those
+    of the backend "auto" picks there (attention/backends.py). Hopper: forward 128x128, backward
+    64x128, 8 warps, 3 stages; anything else, the CPU included: 64x64, 4 warps, 3 stages."""
+    from kvax._src.attention import backends
 
-    Hopper (measured on an H100, see docs/): forward 128x128, backward 64x128, 8 warps, 3 stages.
-    Anything else, the CPU included: 64x64, 4 warps, 3 stages.
-    """
-    if is_hopper(device_kind):
-        return FlashAttentionParamsConfig(
-            query_block_size=64 if backward else 128, kv_block_size=128, num_warps=8, num_stages=3
-        )
-    return FlashAttentionParamsConfig()
+    return backends.default_params(device_kind, backward=backward)
 
 
 def current_device_kind() -> str:

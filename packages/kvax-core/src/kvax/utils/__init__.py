@@ -10,10 +10,7 @@ __all__ = ["FlashAttentionParamsConfig", "PADDING_SEGMENT_ID", "default_params",
 
 def __getattr__(name):
     if name in _FROM_DIST:
-        try:
-            import kvax_dist
-        except ImportError as err:
-            raise ImportError(f"kvax.utils.{name} lives in the kvax-dist package (sharded and "
-                              "context-parallel attention): install kvax-dist") from err
-        return getattr(kvax_dist, name)
+        from kvax._src import sharded
+
+        return getattr(sharded.load(f"kvax.utils.{name}"), name)
     raise AttributeError(f"module 'kvax.utils' has no attribute {name!r}")

@@ -1,40 +1,24 @@
 """Public functions: create_attention_mask and flash_attention, with the original Kvax signatures.
 
 On one device no mesh and no attention_specs are needed. When a mesh is given, or kvax-dist's
-attention_specs context is active, the call is handed to kvax-dist (imported only then).
+attention_specs context is active, the call is handed to the sharded implementation (kvax-dist,
+found through kvax._src.sharded).
 Legend: B batch, T query length, S kv length, N query heads, K kv heads, H head dim, Hv value dim.
 """
 
 from __future__ import annotations
 
-import sys
-from typing import Literal, Sequence
+from typing import Sequence
 
 import jax
 import jax.numpy as jnp
 
-from kvax._src.attention import validate
+from kvax._src import sharded
+from kvax._src.attention import backends, validate
 from kvax._src.attention.mask import AttentionMask, build_masks
 from kvax._src.attention.variant import MaskVariant, check_positions_for_window, make_variant
 from kvax._src.attention.vjp import Options, attention
 from kvax._src.config import FlashAttentionParamsConfig, current_device_kind, default_params
-
-Backend = Literal["auto", "triton", "xla"]
-BACKENDS = ("auto", "triton", "xla")
-
-
-def _dist(mesh):
-    """kvax_dist when a sharded call is asked for (a mesh given, or its specs active), else None."""
-    dist = sys.modules.get("kvax_dist")
-    if mesh is None and (dist is None or not dist.specs_active()):
-        return None
-    if dist is None:
-        try:
-            import kvax_dist as dist
-        except ImportError as err:
-            raise ImportError("mesh= asks for sharded attention, which lives in the kvax-dist "
-                              "package: install kvax-dist beside kvax-core") from err
-    return dist
 
 
 def as_int32(*arrays):
@@ -109,7 +93,7 @@ def create_attention_mask(
     <= left. Pass the same two to flash_attention: the masks remember them.
     """
     variant = make_variant(is_causal, local_window_size)
-    dist = _dist(mesh)
+    dist = sharded.for_call(mesh)
     if dist is not None:
         return dist.create_attention_mask(query_positions, query_segment_ids, kv_positions,
                                           kv_segment_ids, fwd_params=fwd_params,
@@ -158,31 +142,24 @@ def _check_masks(mask, batch, q_len, kv_len, fwd_params, bwd_params,
     return masks
 
 
-def resolve_backend(backend: str, query, value) -> str:
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    if backend == "xla":
-        return "xla"
-    on_gpu = jax.default_backend() == "gpu"
-    if backend == "triton" and not on_gpu:
-        raise NotImplementedError(
-            f"backend='triton' needs a CUDA GPU; JAX's default backend is "
-            f"{jax.default_backend()!r}. Use backend='auto' or 'xla' for the pure-JAX path")
-    if on_gpu:
-        validate.check_head_dims_supported(query, value)
-        return "triton"
-    return "xla"
+def resolve_backend(backend: str, query, key, value) -> str:
+    """A registered backend's name: the one asked for, or for "auto" the first that can run."""
+    if not isinstance(backend, str):
+        raise ValueError(f"backend must be one of {backends.names()}, got {backend!r}")
+    return backends.resolve(backend, query, key, value)
 
 
 def flash_attention_local(query, key, value, query_positions, query_segment_ids, kv_positions,
                           kv_segment_ids, mask=None, scale=1.0, bias=None, fwd_params=None,
                           bwd_params=None, assume_sequential_positions=False,
                           memory_optimized_gqa_backward=False, debug=False, *,
-                          backend: Backend = "auto", variant: MaskVariant = MaskVariant(),
-                          logits_soft_cap: float | None = None):
+                          backend: str = "auto", variant: MaskVariant = MaskVariant(),
+                          logits_soft_cap: float | None = None, sinks=None,
+                          return_residual: bool = False):
     """flash_attention on this device's arrays (kvax-dist calls it inside shard_map)."""
     validate.check_qkv(query, key, value)
-    batch, q_len, _, _ = query.shape
+    batch, q_len, num_heads, _ = query.shape
+    sinks = validate.check_sinks(sinks, num_heads)
     kv_len = key.shape[1]
     validate.check_layout_arrays(query_positions, query_segment_ids, kv_positions, kv_segment_ids,
                                  batch=batch, q_len=q_len, kv_len=kv_len)
@@ -196,7 +173,7 @@ def flash_attention_local(query, key, value, query_positions, query_segment_ids,
     masks = () if mask is None else _check_masks(mask, batch, q_len, kv_len, fwd_params,
                                                  bwd_params, variant)
     fwd_params, bwd_params = resolve_params(fwd_params, bwd_params, masks)
-    resolved = resolve_backend(backend, query, value)
+    resolved = resolve_backend(backend, query, key, value)
     layout = as_int32(query_positions, query_segment_ids, kv_positions, kv_segment_ids)
     skip_pad = masks[0].skip_pad_tokens if masks else True
     if not masks:
@@ -207,7 +184,9 @@ def flash_attention_local(query, key, value, query_positions, query_segment_ids,
                    memory_optimized_gqa_backward=bool(memory_optimized_gqa_backward),
                    skip_pad_tokens=skip_pad, debug=bool(debug), variant=variant,
                    logits_soft_cap=validate.check_soft_cap(logits_soft_cap))
-    return attention(opts, query, key, value, jnp.asarray(scale, jnp.float32), *layout, masks)
+    out, lse = attention(opts, query, key, value, jnp.asarray(scale, jnp.float32), sinks,
+                         *layout, masks)
+    return (out, lse.transpose(0, 2, 1)) if return_residual else out
 
 
 def flash_attention(
@@ -229,31 +208,39 @@ def flash_attention(
     debug: bool = False,
     mesh: jax.sharding.Mesh | None = None,
     *,
-    backend: Backend = "auto",
+    backend: str = "auto",
     is_causal: bool = True,
     local_window_size: int | tuple[int, int] | None = None,
     logits_soft_cap: float | None = None,
-) -> jax.Array:
+    sinks: jax.Array | None = None,
+    return_residual: bool = False,
+) -> jax.Array | tuple[jax.Array, jax.Array]:
     """Document-masked attention: query [B, T, N, H], key [B, S, K, H], value [B, S, K, Hv].
 
     Query t attends key s iff their segment ids are equal and not PADDING_SEGMENT_ID and
     query_positions[t] >= kv_positions[s] (with is_causal=False: at any position; with
     local_window_size (left, right), or an int for both: -right <= pos[t] - pos[s] <= left);
     rows with nothing to attend give 0. `logits_soft_cap=c` turns the scaled logits x into
-    c * tanh(x / c) (Gemma 2's soft-capping; the backward carries tanh's derivative). `mask` is what
+    c * tanh(x / c) (Gemma 2's soft-capping; the backward carries tanh's derivative). `sinks`, a
+    float array [N], adds one logit per query head to every row's softmax denominator, with no
+    value (gpt-oss's attention sinks; differentiable; not capped). `mask` is what
     create_attention_mask returned (built here when None). `scale` multiplies the logits: a
     Python number or a scalar float array (traced under jit too; the output is differentiable in
     it). Positions and segment ids are int32 (or narrower, or wider with values that fit: see
     create_attention_mask). `assume_sequential_positions=True`
     promises positions arange(T) and arange(S) and skips loading them. `backend`: "auto" picks the
-    Triton kernels on a GPU and the pure-JAX blockwise path elsewhere; "triton" or "xla" forces one.
-    Returns [B, T, N, Hv] in the inputs' dtype. Differentiable in query, key and value.
+    first registered backend that can run the call (the Triton kernels on a GPU, else the
+    pure-JAX blockwise path); "triton" or "xla" forces one (NotImplementedError if it cannot).
+    Returns [B, T, N, Hv] in the inputs' dtype, or with return_residual=True (output, logsumexp
+    [B, T, N] float32): the natural log of each row's softmax denominator, sinks included, -inf
+    on rows with nothing to attend. Differentiable in query, key, value, scale, sinks (and
+    through the logsumexp too).
     With context parallelism (kvax-dist), `permute_tokens_for_load_balance` says how the tokens
     were permuted: True or "chunks" (Llama 3, the original's), "striped" (balanced for any
     document layout), False (not permuted).
     """
     variant = make_variant(is_causal, local_window_size)
-    dist = _dist(mesh)
+    dist = sharded.for_call(mesh)
     if dist is not None:
         return dist.flash_attention(
             query, key, value, query_positions, query_segment_ids, kv_positions, kv_segment_ids,
@@ -262,9 +249,10 @@ def flash_attention(
             memory_optimized_gqa_backward=memory_optimized_gqa_backward,
             permute_tokens_for_load_balance=permute_tokens_for_load_balance, debug=debug,
             mesh=mesh, backend=backend, variant=variant,
-            logits_soft_cap=validate.check_soft_cap(logits_soft_cap))
+            logits_soft_cap=validate.check_soft_cap(logits_soft_cap), sinks=sinks,
+            return_residual=bool(return_residual))
     return flash_attention_local(
         query, key, value, query_positions, query_segment_ids, kv_positions, kv_segment_ids,
         mask, scale, bias, fwd_params, bwd_params, assume_sequential_positions,
         memory_optimized_gqa_backward, debug, backend=backend, variant=variant,
-        logits_soft_cap=logits_soft_cap)
+        logits_soft_cap=logits_soft_cap, sinks=sinks, return_residual=bool(return_residual))

@@ -1,8 +1,9 @@
 """Pure-JAX blockwise attention: the kernels' algorithm and block-mask semantics, for any backend.
 
-It visits exactly the blocks the mask says, applies the element-wise mask only on blocks the mask
-calls partial (so a wrong block classification shows up as a wrong answer in tests on CPU), and
-keeps the kernels' residual convention: logsumexp is +inf on rows with nothing to attend.
+It visits exactly the blocks the mask says and applies the element-wise mask only on blocks the
+mask calls partial (so a wrong block classification shows up as a wrong answer in tests on CPU).
+Residuals as every backend keeps them (backends.py): logsumexp in natural log, -inf on rows with
+nothing to attend.
 Legend: B batch, T query length, S kv length, N query heads, K kv heads, G = N // K, H head dim,
 Hv value head dim, R row blocks, C column blocks.
 """
@@ -88,9 +89,9 @@ def _soft_cap_grad(ds, s_capped, cap):
 
 
 def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *,
-            sequential: bool, logits_soft_cap: float | None = None):
-    """Returns output [B, T, N, Hv] in q's dtype and logsumexp [B, N, T] (float32, +inf if empty).
-    scale: a float32 scalar, traced or not."""
+            sequential: bool, logits_soft_cap: float | None = None, sinks=None):
+    """Returns output [B, T, N, Hv] in q's dtype and logsumexp [B, N, T] (float32, natural log,
+    -inf if empty). scale: a float32 scalar, traced or not; sinks: [N] or None."""
     b, t, n, _ = q.shape
     num_kv = k.shape[2]
     bq, bk = mask.row_block, mask.col_block
@@ -121,11 +122,23 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
             jnp.zeros((b, r, num_kv, g, bq, hv), _F32))
     m, l, acc = _visit(mask, init, step)
     live = l > 0
+    if sinks is not None:  # one more logit per head, with no value, joins each row's denominator
+        sink = sinks.astype(_F32).reshape(num_kv, g)[None, None, :, :, None]  # [1,1,K,G,1]
+        m, l, acc = _fold_sink(m, l, acc, sink, live)
     out = jnp.where(live[..., None], acc / jnp.where(live, l, 1.0)[..., None], 0.0)
-    lse = jnp.where(live, m + jnp.log(jnp.where(live, l, 1.0)), jnp.inf)
+    lse = jnp.where(live, m + jnp.log(jnp.where(live, l, 1.0)), -jnp.inf)
     out = out.transpose(0, 1, 4, 2, 3, 5).reshape(b, r * bq, n, hv)[:, :t]
     lse = lse.transpose(0, 2, 3, 1, 4).reshape(b, n, r * bq)[:, :, :t]
     return out.astype(q.dtype), lse
+
+
+def _fold_sink(m, l, acc, sink, live):
+    """The running (max, sum, accumulator) with a sink logit added to the sum; rows that attended
+    nothing stay as they are (their output is 0 whatever the sink)."""
+    m_new = jnp.where(live, jnp.maximum(m, sink), m)
+    alpha = jnp.where(live, jnp.exp(m - m_new), 1.0)
+    l = jnp.where(live, l * alpha + jnp.exp(sink - m_new), l)
+    return m_new, l, acc * alpha[..., None]
 
 
 def _rows_to_blocks(x, block, num_kv):
@@ -135,20 +148,18 @@ def _rows_to_blocks(x, block, num_kv):
     return x.reshape(*x.shape[:3], num_kv, n // num_kv).transpose(0, 1, 3, 4, 2)
 
 
-def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, out, lse, dout,
+def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
              dq_mask: AttentionMask, dkdv_mask: AttentionMask, *, sequential: bool,
              logits_soft_cap: float | None = None):
-    """Gradients (dq, dk, dv) in the inputs' dtype; dk/dv summed over each kv head's group."""
+    """Gradients (dq, dk, dv) in the inputs' dtype; dk/dv summed over each kv head's group.
+    lse and delta [B, N, T] as backends.py describes them."""
     b, t, n, h = q.shape
     s_len, num_kv, hv = k.shape[1], k.shape[2], v.shape[3]
     q0 = _grouped(_zero_padding(q, q_seg), num_kv).astype(_F32)  # [B,T,K,G,H]
     do0 = _grouped(_zero_padding(dout, q_seg), num_kv).astype(_F32)  # [B,T,K,G,Hv]
     k0 = _zero_padding(k, kv_seg).astype(_F32)
     v0 = _zero_padding(v, kv_seg).astype(_F32)
-    # delta from the same float32 copy of dout that the dP products read
-    delta = jnp.einsum("btkgd,btkgd->bkgt", do0, _grouped(out, num_kv).astype(_F32),
-                       precision=_HI).reshape(b, n, t)
-    delta = jnp.where(jnp.isfinite(lse), delta, 0.0)  # [B,N,T]
+    lse = jnp.where(jnp.isneginf(lse), jnp.inf, lse)  # empty rows: exp(s - lse) = 0, not inf
 
     # dQ: rows are query blocks.
     bq, bk = dq_mask.row_block, dq_mask.col_block

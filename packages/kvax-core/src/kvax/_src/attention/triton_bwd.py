@@ -243,19 +243,17 @@ def _bwd_kernel(
                     Q_COL_RATIO, SEQUENTIAL, PAD_ID, VARIANT, IEEE)
 
 
-def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, out, lse, dout,
+def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
              dq_mask: AttentionMask, dkdv_mask: AttentionMask, *, sequential: bool, params,
-             memory_optimized_gqa: bool = False, debug: bool = False,
-             logits_soft_cap: float | None = None):
-    """(dq, dk, dv) in the inputs' dtypes. memory_optimized_gqa is accepted for the original API:
-    these kernels never hold per-query-head copies of dK/dV, so both settings use the same memory."""
-    del memory_optimized_gqa
+             debug: bool = False, logits_soft_cap: float | None = None):
+    """(dq, dk, dv) in the inputs' dtypes; lse and delta [B, N, T] as backends.py describes them.
+    These kernels never hold per-query-head copies of dK/dV, so memory_optimized_gqa_backward
+    (the original API's) changes nothing here."""
     b, t, n, h = q.shape
     s_len, num_kv, hv = k.shape[1], k.shape[2], v.shape[3]
     dout = dout.astype(q.dtype)
-    # rowsum(dO * O) as a contraction: no float32 copy of either tensor is materialised
-    delta = jnp.einsum("btnd,btnd->bnt", dout, out, preferred_element_type=jnp.float32)
-    delta = jnp.where(jnp.isfinite(lse), delta, 0.0)
+    # the kernels read log2 units with +inf on empty rows, so that exp2(s - lse) is 0 there
+    lse = jnp.where(jnp.isneginf(lse), jnp.inf, lse * tc.LOG2E)
 
     # dK/dV rows are key tiles over query columns; dQ rows are query tiles over key columns
     kv_tiles = tc.choose_tiles(q.dtype, h, hv, dkdv_mask.row_block, dkdv_mask.col_block,

@@ -4,6 +4,7 @@ visible ones."""
 
 from __future__ import annotations
 
+import jax.numpy as jnp
 import triton
 import triton.language as tl
 
@@ -73,14 +74,14 @@ def _fwd_visit(acc, m_i, l_i, q, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_pt
 
 @triton.jit
 def _fwd_kernel(
-    Q, K, V, SCALE, QPOS, QSEG, KPOS, KSEG, LO, HI, LF, UF,
+    Q, K, V, SCALE, SINKS, QPOS, QSEG, KPOS, KSEG, LO, HI, LF, UF,
     B, T, S, R, NT,
     O, LSE,
     N: tl.constexpr, G: tl.constexpr, H: tl.constexpr, HV: tl.constexpr,
     BLOCK_H: tl.constexpr, BLOCK_HV: tl.constexpr, EVEN_H: tl.constexpr, EVEN_HV: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ROW_RATIO: tl.constexpr,
     COL_RATIO: tl.constexpr, SEQUENTIAL: tl.constexpr, PAD_ID: tl.constexpr, VARIANT: tl.constexpr,
-    IEEE: tl.constexpr, LOG2E: tl.constexpr, TMA: tl.constexpr,
+    IEEE: tl.constexpr, LOG2E: tl.constexpr, TMA: tl.constexpr, HAS_SINKS: tl.constexpr,
 ):
     # Strides from the static shapes, so Triton knows their divisibility and vectorises the loads
     # (jax-triton passes integer scalars without divisibility hints).
@@ -138,9 +139,17 @@ def _fwd_kernel(
                                EVEN_HV, BLOCK_N, False, SEQUENTIAL, PAD_ID, VARIANT, IEEE, TMA)
 
     live = l_i > 0.0
+    if HAS_SINKS:  # head n's sink logit joins the denominator (rows that attended nothing: no)
+        sink = tl.load(SINKS + n) * LOG2E
+        m_f = tl.where(live, tl.maximum(m_i, sink), m_i)
+        alpha = tl.where(live, tl.math.exp2(m_i - m_f), 1.0)
+        l_i = tl.where(live, l_i * alpha + tl.math.exp2(sink - m_f), l_i)
+        acc = acc * alpha[:, None]
+        m_i = m_f
     out = acc / tl.where(live, l_i, 1.0)[:, None]
     out = tl.where(live[:, None], out, 0.0)
-    lse = tl.where(live, m_i + tl.math.log2(tl.where(live, l_i, 1.0)), float("inf"))
+    # natural log, -inf where nothing was attended (backends.py)
+    lse = tl.where(live, (m_i + tl.math.log2(tl.where(live, l_i, 1.0))) / LOG2E, float("-inf"))
     o_base = O + b * T * stride_ot + q_start * stride_ot + n * HV
     tl.store(o_base + offs_m[:, None] * stride_ot + offs_hv[None, :], out.to(O.dtype.element_ty),
              mask=q_rows[:, None] & (offs_hv[None, :] < HV))
@@ -150,8 +159,9 @@ def _fwd_kernel(
 
 def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *,
             sequential: bool, params, debug: bool = False, tma: bool = False,
-            logits_soft_cap: float | None = None):
-    """Output [B, T, N, Hv] (q's dtype) and logsumexp [B, N, T] (float32, log2 units)."""
+            logits_soft_cap: float | None = None, sinks=None):
+    """Output [B, T, N, Hv] (q's dtype) and logsumexp [B, N, T] (float32, natural log, -inf on
+    rows with nothing to attend); sinks [N] or None."""
     b, t, n, h = q.shape
     s_len, num_kv, hv = k.shape[1], k.shape[2], v.shape[3]
     r = mask.lower_bounds.shape[1]
@@ -162,13 +172,15 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
     num_tiles = -(-t // tiles["BLOCK_M_TILE"])
     out_shapes = [tc.shape_dtype((b, t, n, hv), q.dtype), tc.shape_dtype((b, n, t), "float32")]
     out, lse = tc.launch(
-        _fwd_kernel, q, k, v, tc.scale_array(scale), q_pos, q_seg, kv_pos, kv_seg,
+        _fwd_kernel, q, k, v, tc.scale_array(scale),
+        tc.scale_array(0.0) if sinks is None else sinks.astype(jnp.float32),
+        q_pos, q_seg, kv_pos, kv_seg,
         *mask.flatten(), b, t, s_len, r, num_tiles,
         out_shape=out_shapes, grid=(num_tiles, b * n), name="kvax_fwd",
         num_warps=params.num_warps, num_stages=tiles["num_stages"], debug=debug,
         N=n, G=n // num_kv, BLOCK_M=tiles["BLOCK_M_TILE"], BLOCK_N=tiles["BLOCK_N_TILE"],
         ROW_RATIO=tiles["ROW_RATIO"], COL_RATIO=tiles["COL_RATIO"],
-        TMA=bool(tma),
+        TMA=bool(tma), HAS_SINKS=sinks is not None,
         **tc.common_constants(q.dtype, h, hv, sequential, mask.variant, logits_soft_cap),
     )
     return out, lse

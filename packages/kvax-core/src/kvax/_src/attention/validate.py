@@ -150,3 +150,19 @@ def check_params(name: str, params) -> None:
     if params is not None and not isinstance(params, FlashAttentionParamsConfig):
         raise ValueError(f"{name} must be a FlashAttentionParamsConfig or None, got "
                          f"{type(params).__name__}")
+
+
+def check_sinks(sinks, num_heads: int):
+    """None, or a float array [N] (one logit per query head), traced or not."""
+    if sinks is None:
+        return None
+    shape, dtype = _shape(sinks), _dtype(sinks)
+    if shape != (num_heads,) or dtype is None or not jnp.issubdtype(dtype, jnp.floating):
+        raise ValueError(f"sinks must be a float array of shape (num_heads,) = ({num_heads},), "
+                         f"got shape {shape} and dtype {dtype}")
+    if not isinstance(sinks, jax.core.Tracer):
+        values = np.asarray(sinks, np.float32)
+        if np.any(np.isnan(values) | np.isposinf(values)):
+            raise ValueError(f"sinks must be finite or -inf (which turns a head's sink off), got "
+                             f"{values}")
+    return jnp.asarray(sinks)

@@ -1,7 +1,9 @@
-"""custom_vjp wiring: output and logsumexp are the residuals; gradients flow to q, k, v and scale.
+"""custom_vjp wiring: output and logsumexp are the residuals (and both are outputs, so the logsumexp
+is differentiable too); gradients flow to q, k, v, scale and the sinks.
 
-`attention` is jitted with its static options, so eager calls of one shape compile once; under an
-outer jit it is inlined as usual.
+The backends (backends.py) keep one residual convention: logsumexp [B, N, T] float32 in natural
+log, sinks included, -inf on rows with nothing to attend. `attention` is jitted with its static
+options, so eager calls of one shape compile once; under an outer jit it is inlined as usual.
 """
 
 from __future__ import annotations
@@ -13,12 +15,13 @@ import jax
 import jax.numpy as jnp
 from jax.ad_checkpoint import checkpoint_name
 
-from kvax._src.attention import blockwise
+from kvax._src.attention import backends
 from kvax._src.attention.mask import AttentionMask, build_masks
 from kvax._src.attention.variant import MaskVariant
 from kvax._src.config import PADDING_SEGMENT_ID, FlashAttentionParamsConfig
 
 REMAT_NAME = "attention_outputs"
+_HI = jax.lax.Precision.HIGHEST
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,7 +29,7 @@ class Options:
     """Static, non-differentiable options of one attention call."""
 
     sequential: bool
-    backend: str  # "triton" or "xla"
+    backend: str  # a registered backend's name (backends.py), already resolved
     fwd_params: FlashAttentionParamsConfig
     bwd_params: FlashAttentionParamsConfig
     memory_optimized_gqa_backward: bool = False
@@ -36,33 +39,36 @@ class Options:
     logits_soft_cap: float | None = None
 
 
-def _forward_impl(opts: Options, q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg,
-                  fwd_mask: AttentionMask):
-    if opts.backend == "triton":
-        from kvax._src.attention import triton_fwd
-
-        return triton_fwd.forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, fwd_mask,
-                                  sequential=opts.sequential, params=opts.fwd_params,
-                                  debug=opts.debug, logits_soft_cap=opts.logits_soft_cap)
-    return blockwise.forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, fwd_mask,
-                             sequential=opts.sequential, logits_soft_cap=opts.logits_soft_cap)
+def _forward(opts: Options, q, k, v, scale, sinks, q_pos, q_seg, kv_pos, kv_seg,
+             fwd_mask: AttentionMask):
+    return backends.get(opts.backend).forward(opts, q, k, v, scale, sinks, q_pos, q_seg, kv_pos,
+                                              kv_seg, fwd_mask)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _attention(opts: Options, q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, masks):
-    out, _ = _forward_impl(opts, q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, masks[0])
-    return out
+def _attention(opts: Options, q, k, v, scale, sinks, q_pos, q_seg, kv_pos, kv_seg, masks):
+    return _forward(opts, q, k, v, scale, sinks, q_pos, q_seg, kv_pos, kv_seg, masks[0])
 
 
-def _attention_fwd(opts, q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, masks):
-    out, lse = _forward_impl(opts, q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, masks[0])
+def _attention_fwd(opts, q, k, v, scale, sinks, q_pos, q_seg, kv_pos, kv_seg, masks):
+    out, lse = _forward(opts, q, k, v, scale, sinks, q_pos, q_seg, kv_pos, kv_seg, masks[0])
     out = checkpoint_name(out, REMAT_NAME)
     lse = checkpoint_name(lse, REMAT_NAME)
-    return out, (q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, masks, out, lse)
+    return (out, lse), (q, k, v, scale, sinks, q_pos, q_seg, kv_pos, kv_seg, masks, out, lse)
 
 
-def _attention_bwd(opts: Options, residuals, dout):
-    q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, masks, out, lse = residuals
+def _delta(out, dout, lse, dlse):
+    """rowsum(dO * O) - d(logsumexp) as [B, N, T] float32, 0 on rows with nothing to attend.
+    d lse / d logit = p, so the logsumexp's cotangent enters every dS = P (dP - delta) this way."""
+    delta = jnp.einsum("btnd,btnd->bnt", dout, out, preferred_element_type=jnp.float32,
+                       precision=_HI)
+    live = jnp.isfinite(lse)
+    return jnp.where(live, delta - jnp.where(live, dlse.astype(jnp.float32), 0.0), 0.0)
+
+
+def _attention_bwd(opts: Options, residuals, cotangents):
+    q, k, v, scale, sinks, q_pos, q_seg, kv_pos, kv_seg, masks, out, lse = residuals
+    dout, dlse = cotangents
     if len(masks) < 3:  # the caller built no backward masks: build them here, once per step
         masks = build_masks(q_pos, q_seg, kv_pos, kv_seg, fwd_params=opts.fwd_params,
                             bwd_params=opts.bwd_params, skip_pad_tokens=opts.skip_pad_tokens,
@@ -73,30 +79,30 @@ def _attention_bwd(opts: Options, residuals, dout):
     # contraction at float32 while the dP products read the rounded copy, and rows whose exact
     # gradient is 0 would get rounding noise (~3e-2 in bfloat16).
     dout = jax.lax.optimization_barrier(dout.astype(q.dtype))
-    args = (q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, out, lse, dout, dq_mask, dkdv_mask)
-    if opts.backend == "triton":
-        from kvax._src.attention import triton_bwd
-
-        dq, dk, dv = triton_bwd.backward(
-            *args, sequential=opts.sequential, params=opts.bwd_params,
-            memory_optimized_gqa=opts.memory_optimized_gqa_backward, debug=opts.debug,
-            logits_soft_cap=opts.logits_soft_cap)
-    else:
-        dq, dk, dv = blockwise.backward(*args, sequential=opts.sequential,
-                                        logits_soft_cap=opts.logits_soft_cap)
+    live_q = (q_seg != PADDING_SEGMENT_ID)[:, :, None, None]
+    delta = _delta(jnp.where(live_q, out, 0), jnp.where(live_q, dout, 0), lse, dlse)
+    dq, dk, dv = backends.get(opts.backend).backward(
+        opts, q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, out, lse, delta, dout, dq_mask,
+        dkdv_mask)
     # d out / d scale = sum(dS * Q K^T) and dQ = scale * dS K, so dscale = <Q, dQ> / scale
     # (a reduction XLA drops when nobody asks for the scale's gradient). Padding rows are left
     # out: their dQ is 0, but their Q may hold NaN or Inf.
-    live = (q_seg != PADDING_SEGMENT_ID)[:, :, None, None]
-    dscale = jnp.sum(jnp.where(live, q.astype(jnp.float32) * dq.astype(jnp.float32), 0.0))
-    dscale = dscale / scale
-    return dq, dk, dv, dscale.astype(scale.dtype), None, None, None, None, None
+    dscale = jnp.sum(jnp.where(live_q, q.astype(jnp.float32) * dq.astype(jnp.float32), 0.0))
+    dscale = (dscale / scale).astype(scale.dtype)
+    dsinks = None
+    if sinks is not None:
+        # the sink is a logit with no value: d loss / d sink = -p_sink * delta, summed over rows
+        p_sink = jnp.exp(sinks.astype(jnp.float32)[None, :, None] - lse)  # 0 where lse = -inf
+        p_sink = jnp.where(jnp.isfinite(lse), p_sink, 0.0)
+        dsinks = (-jnp.sum(p_sink * delta, axis=(0, 2))).astype(sinks.dtype)
+    return dq, dk, dv, dscale, dsinks, None, None, None, None, None
 
 
 _attention.defvjp(_attention_fwd, _attention_bwd)
 
 
 @functools.partial(jax.jit, static_argnums=(0,))
-def attention(opts: Options, q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, masks):
-    """Attention output [B, T, N, Hv]; scale a float32 scalar; masks (fwd,) or (fwd, dq, dkdv)."""
-    return _attention(opts, q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, masks)
+def attention(opts: Options, q, k, v, scale, sinks, q_pos, q_seg, kv_pos, kv_seg, masks):
+    """(output [B, T, N, Hv], logsumexp [B, N, T]); scale a float32 scalar; sinks [N] or None;
+    masks (fwd,) or (fwd, dq, dkdv)."""
+    return _attention(opts, q, k, v, scale, sinks, q_pos, q_seg, kv_pos, kv_seg, masks)

@@ -1,0 +1,145 @@
+"""The registry of attention backends: one object per backend, chosen by name or by "auto".
+
+A backend says what it cannot do by raising NotImplementedError from `check`, so "auto" falls
+through to the next one in priority order (triton before xla). Each owns its default kernel
+parameters per device kind. Every backend keeps one residual convention: the forward returns the
+output [B, T, N, Hv] in the inputs' dtype and the logsumexp [B, N, T] in float32 natural-log
+units of the (scaled, capped) logits, sinks included, and -inf on rows with nothing to attend.
+The backward takes that logsumexp and delta = rowsum(dO * O) - d(logsumexp) (float32, 0 on empty
+rows) and returns (dq, dk, dv) in the inputs' dtypes.
+
+A new backend (say a Hopper one) subclasses Backend and calls `register` with its priority.
+"""
+
+from __future__ import annotations
+
+import jax
+
+from kvax._src.attention import validate
+from kvax._src.config import FlashAttentionParamsConfig, is_hopper
+
+
+class Backend:
+    name: str = ""
+
+    def check(self, query, key, value, *, platform: str) -> None:
+        """Raise NotImplementedError (saying why) if this backend cannot run the call."""
+
+    def default_params(self, device_kind: str, *, backward: bool) -> FlashAttentionParamsConfig:
+        return FlashAttentionParamsConfig()
+
+    def forward(self, opts, q, k, v, scale, sinks, q_pos, q_seg, kv_pos, kv_seg, fwd_mask):
+        raise NotImplementedError
+
+    def backward(self, opts, q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, out, lse, delta,
+                 dout, dq_mask, dkdv_mask):
+        raise NotImplementedError
+
+
+class XlaBackend(Backend):
+    """Pure JAX (blockwise.py): any platform, any shape the API accepts."""
+
+    name = "xla"
+
+    def forward(self, opts, q, k, v, scale, sinks, q_pos, q_seg, kv_pos, kv_seg, fwd_mask):
+        from kvax._src.attention import blockwise
+
+        return blockwise.forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, fwd_mask,
+                                 sequential=opts.sequential,
+                                 logits_soft_cap=opts.logits_soft_cap, sinks=sinks)
+
+    def backward(self, opts, q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, out, lse, delta,
+                 dout, dq_mask, dkdv_mask):
+        from kvax._src.attention import blockwise
+
+        return blockwise.backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta,
+                                  dout, dq_mask, dkdv_mask, sequential=opts.sequential,
+                                  logits_soft_cap=opts.logits_soft_cap)
+
+
+class TritonBackend(Backend):
+    """The Triton kernels (triton_fwd.py, triton_bwd.py): CUDA GPUs."""
+
+    name = "triton"
+
+    def check(self, query, key, value, *, platform: str) -> None:
+        if platform != "gpu":
+            raise NotImplementedError(
+                f"backend='triton' needs a CUDA GPU; JAX's default backend is {platform!r}. Use "
+                "backend='auto' or 'xla' for the pure-JAX path")
+        validate.check_head_dims_supported(query, value)
+
+    def default_params(self, device_kind: str, *, backward: bool) -> FlashAttentionParamsConfig:
+        """Hopper (measured on an H100, docs/bench): forward 128x128, backward 64x128, 8 warps, 3
+        stages. Other GPUs: 64x64, 4 warps, 3 stages."""
+        if is_hopper(device_kind):
+            return FlashAttentionParamsConfig(query_block_size=64 if backward else 128,
+                                              kv_block_size=128, num_warps=8, num_stages=3)
+        return FlashAttentionParamsConfig()
+
+    def forward(self, opts, q, k, v, scale, sinks, q_pos, q_seg, kv_pos, kv_seg, fwd_mask):
+        from kvax._src.attention import triton_fwd
+
+        return triton_fwd.forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, fwd_mask,
+                                  sequential=opts.sequential, params=opts.fwd_params,
+                                  debug=opts.debug, logits_soft_cap=opts.logits_soft_cap,
+                                  sinks=sinks)
+
+    def backward(self, opts, q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, out, lse, delta,
+                 dout, dq_mask, dkdv_mask):
+        from kvax._src.attention import triton_bwd
+
+        return triton_bwd.backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta,
+                                   dout, dq_mask, dkdv_mask, sequential=opts.sequential,
+                                   params=opts.bwd_params, debug=opts.debug,
+                                   logits_soft_cap=opts.logits_soft_cap)
+
+
+_REGISTRY: dict[str, tuple[int, Backend]] = {}
+
+
+def register(backend: Backend, *, priority: int) -> None:
+    """Add (or replace) a backend; "auto" tries higher priorities first."""
+    _REGISTRY[backend.name] = (priority, backend)
+
+
+def names() -> tuple[str, ...]:
+    """Registered backend names, highest priority first, then "auto"."""
+    return tuple(sorted(_REGISTRY, key=lambda n: -_REGISTRY[n][0])) + ("auto",)
+
+
+def get(name: str) -> Backend:
+    if name not in _REGISTRY:
+        raise ValueError(f"backend must be one of {names()}, got {name!r}")
+    return _REGISTRY[name][1]
+
+
+def _platform() -> str:
+    return jax.default_backend()
+
+
+def resolve(name: str, query, key, value) -> str:
+    """The backend that runs a call: the one named (NotImplementedError if it cannot), or with
+    "auto" the first in priority order that can."""
+    if name != "auto":
+        get(name).check(query, key, value, platform=_platform())
+        return name
+    reasons = []
+    for candidate in names()[:-1]:
+        try:
+            get(candidate).check(query, key, value, platform=_platform())
+            return candidate
+        except NotImplementedError as err:
+            reasons.append(f"{candidate}: {err}")
+    raise NotImplementedError("no backend can run this call: " + "; ".join(reasons))
+
+
+def default_params(device_kind: str, *, backward: bool) -> FlashAttentionParamsConfig:
+    """The defaults of the backend "auto" picks on this kind of device (GPUs: triton)."""
+    gpu = device_kind != "cpu" and not device_kind.startswith("TPU")
+    backend = get("triton") if gpu and "triton" in _REGISTRY else get("xla")
+    return backend.default_params(device_kind, backward=backward)
+
+
+register(TritonBackend(), priority=10)
+register(XlaBackend(), priority=0)
