@@ -32,7 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_cp import run_cp  # noqa: E402
 from measure import median_ms, memory_gib, rel_err  # noqa: E402
 from workloads import (PADDING_SEGMENT_ID, Workload, for_args, inputs,  # noqa: E402
-                       sample_rows, shapes)
+                       sample_rows, shapes, sink_logits)
 
 MODES = ("mha", "mha_bwd", "mha_cp", "mha_cp_bwd")
 # The environment as it was before jax_triton's import blanked TRITON_CACHE_DIR (it sets it to ""
@@ -91,6 +91,9 @@ def parse_args(argv=None):
     p.add_argument("--logits-soft-cap", type=float, default=None,
                    help="logit soft-capping c * tanh(x / c) (ours: logits_soft_cap; "
                         "FlexAttention: the same score_mod; the other peers are skipped)")
+    p.add_argument("--sinks", action="store_true",
+                   help="attention sinks, one logit per query head (ours: sinks=; no peer here "
+                        "has them: they are skipped)")
     p.add_argument("--doc-len", type=int, default=None,
                    help="average document length: --num-segments becomes seq_len / doc_len, so "
                         "every length of a sweep has documents of the same size")
@@ -130,9 +133,11 @@ def bench_ours(w: Workload, args):
     masks = make_mask(pos, seg)
     mask_ms = median_ms(lambda: make_mask(pos, seg), args.repeats)
 
+    sinks = sink_logits(w)
+    sinks = None if sinks is None else jnp.asarray(sinks)
     fwd = jax.jit(lambda q, k, v, m: flash_attention(q, k, v, pos, seg, pos, seg, mask=m,
                                                      scale=scale, local_window_size=window,
-                                                     logits_soft_cap=w.soft_cap))
+                                                     logits_soft_cap=w.soft_cap, sinks=sinks))
 
     @jax.jit
     def fwdbwd(q, k, v, m, dout):
@@ -162,8 +167,8 @@ def cudnn_attention(w: Workload, memory_sweep: bool = False):
     import jax
 
     scale = w.head_dim ** -0.5
-    if w.soft_cap is not None:
-        raise RuntimeError("jax.nn.dot_product_attention has no logit soft-capping")
+    if w.soft_cap is not None or w.sinks:
+        raise RuntimeError("jax.nn.dot_product_attention has no logit soft-capping or sinks")
     window = None if w.window is None else (w.window, 0)
     if w.num_segments == 1 and w.num_pad_tokens == 0 and not w.doc_median:
         def causal(q, k, v, mask=None):
@@ -220,8 +225,9 @@ def bench_cudnn(w: Workload, args):
 def bench_pallas(w: Workload, args):
     import jax.numpy as jnp
 
-    if w.window is not None or w.soft_cap is not None:
-        raise RuntimeError("JAX's Pallas GPU attention has no sliding window or soft-capping")
+    if w.window is not None or w.soft_cap is not None or w.sinks:
+        raise RuntimeError("JAX's Pallas GPU attention has no sliding window, soft-capping or "
+                           "sinks")
     q, k, v, pos, seg = inputs(w)
     dt = jnp.dtype(w.dtype)
     group = w.num_heads // w.num_kv_heads

@@ -27,6 +27,9 @@ REPEATS = 10
 
 
 def run_flex(w: Workload, once: bool) -> dict:
+    if w.sinks:
+        return dict(skipped="FlexAttention has no attention sinks (a score_mod cannot add a "
+                            "denominator term)")
     import torch
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
@@ -113,8 +116,8 @@ def _shim_old_jax():
 
 
 def run_kvax010(w: Workload, once: bool) -> dict:
-    if w.window is not None or w.soft_cap is not None:
-        return dict(skipped="kvax 0.1.0 has no sliding window or soft-capping")
+    if w.window is not None or w.soft_cap is not None or w.sinks:
+        return dict(skipped="kvax 0.1.0 has no sliding window, soft-capping or sinks")
     if not os.path.isdir("/tmp/kvax010"):
         return dict(skipped="kvax 0.1.0 is not installed (its wheel goes in .whl/)")
     sys.path.insert(0, "/tmp/kvax010")

@@ -28,6 +28,7 @@ class Workload:
     doc_median: int | None = None  # log-normal document lengths with this median (tokens)
     window: int | None = None  # causal sliding window: a query sees keys up to this far back
     soft_cap: float | None = None  # logit soft-capping c * tanh(x / c)
+    sinks: bool = False  # one attention-sink logit per query head (gpt-oss)
 
     @property
     def name(self) -> str:
@@ -36,6 +37,7 @@ class Workload:
         ids = "" if self.ids == "sequential" else f"-{self.ids}-ids"
         window = "" if self.window is None else f"-window{self.window}"
         window += "" if self.soft_cap is None else f"-softcap{self.soft_cap:g}"
+        window += "-sinks" if self.sinks else ""
         return (f"B{self.batch}-S{self.seq_len}-{docs}-pad{self.num_pad_tokens}"
                 f"-N{self.num_heads}-K{self.num_kv_heads}-H{self.head_dim}-{self.dtype}{ids}"
                 f"{window}")
@@ -111,7 +113,8 @@ def for_args(args, seq_len: int, num_pad_tokens: int | None = None) -> Workload:
                     args.dtype, ids=getattr(args, "ids", "sequential"),
                     doc_median=getattr(args, "doc_median", None),
                     window=getattr(args, "window", None),
-                    soft_cap=getattr(args, "logits_soft_cap", None))
+                    soft_cap=getattr(args, "logits_soft_cap", None),
+                    sinks=getattr(args, "sinks", False))
 
 
 def inputs(w: Workload):
@@ -120,6 +123,13 @@ def inputs(w: Workload):
     q, k, v = (rng.standard_normal(shape, np.float32) for shape in shapes(w))
     pos, seg = w.layout()
     return q, k, v, pos, seg
+
+
+def sink_logits(w: Workload) -> np.ndarray | None:
+    """The workload's sinks [N] (float32), or None."""
+    if not w.sinks:
+        return None
+    return np.random.default_rng(w.seed + 3).normal(0.0, 1.0, w.num_heads).astype(np.float32)
 
 
 def shapes(w: Workload):

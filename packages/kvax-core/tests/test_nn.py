@@ -31,7 +31,8 @@ def _assert_matches_jax_nn(ours_fn, theirs_fn, args, live_rows, *, residual=Fals
     on dead rows (whose outputs the two libraries define differently)."""
     live = jnp.asarray(live_rows)[..., None]  # [B, T, 1]
     ours, ours_vjp = jax.vjp(ours_fn, *args)
-    theirs, theirs_vjp = jax.vjp(theirs_fn, *args)
+    with jax.default_matmul_precision("highest"):  # jax.nn on a GPU: no TF32 products
+        theirs, theirs_vjp = jax.vjp(theirs_fn, *args)
     out_o, lse_o = ours if residual else (ours, None)
     out_t, lse_t = theirs if residual else (theirs, None)
     np.testing.assert_allclose(np.where(live[..., None], out_o, 0),
@@ -46,7 +47,9 @@ def _assert_matches_jax_nn(ours_fn, theirs_fn, args, live_rows, *, residual=Fals
         # jax.nn's logsumexp carries no gradient (ours does: test_attention checks it against
         # the float64 reference), so only the output's cotangent is compared here
         cot = (cot, jnp.zeros_like(lse_o))
-    for name, a, b in zip(("dq", "dk", "dv"), ours_vjp(cot), theirs_vjp(cot)):
+    with jax.default_matmul_precision("highest"):
+        theirs_grads = theirs_vjp(cot)
+    for name, a, b in zip(("dq", "dk", "dv"), ours_vjp(cot), theirs_grads):
         np.testing.assert_allclose(a, b, rtol=10 * rtol, atol=10 * rtol, err_msg=name)
 
 
@@ -87,7 +90,8 @@ def test_equals_jax_nn(name, backend):
 def test_unbatched_and_bf16(backend):
     q, k, v = (x[0] for x in _inputs(3, 1, 40, 40, 4, 2, 64, jnp.bfloat16))
     ours = dot_product_attention(q, k, v, is_causal=True, implementation=backend)
-    theirs = jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation="xla")
+    with jax.default_matmul_precision("highest"):
+        theirs = jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation="xla")
     assert ours.shape == theirs.shape == q.shape and ours.dtype == jnp.bfloat16
     np.testing.assert_allclose(np.asarray(ours, np.float32), np.asarray(theirs, np.float32),
                                atol=2e-2, rtol=2e-2)
