@@ -6,9 +6,10 @@ On a GPU: times forward and forward+backward of every implementation (warm-up, s
 median of repeats), counts FLOPs from the exact number of allowed query-key pairs (and prints the
 original Kvax's block-visited FLOPs beside them), times mask creation, reports memory and checks
 every peer's output against ours on sampled rows. Writes a table to stdout, results.json and PNG
-plots to --out. Peers: cuDNN through jax.nn.dot_product_attention, JAX's Pallas GPU attention,
-PyTorch FlexAttention and the original kvax 0.1.0 (each in its own process); one that cannot run
-is reported with the reason.
+plots to --out. Peers (tools/peers.py, each described once there): cuDNN through
+jax.nn.dot_product_attention, cuDNN's packed (THD) path, FlashAttention-3 (flash-attn3-jax varlen),
+JAX's Pallas GPU attention, and in their own processes PyTorch FlexAttention and the original
+kvax 0.1.0; one that cannot run is reported with the reason.
 On CPU: runs a small packed batch through the CPU path, checks it (outputs and gradients) against
 kvax-testing's reference, prints the block-mask picture, and says which peers need a GPU.
 """
@@ -31,14 +32,13 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_cp import run_cp  # noqa: E402
 from measure import median_ms, memory_gib, rel_err  # noqa: E402
-from workloads import (PADDING_SEGMENT_ID, Workload, for_args, inputs,  # noqa: E402
-                       sample_rows, shapes, sink_logits)
+from peers import PEERS, peer as get_peer  # noqa: E402
+from workloads import Workload, for_args, inputs, sample_rows, shapes, sink_logits  # noqa: E402
 
 MODES = ("mha", "mha_bwd", "mha_cp", "mha_cp_bwd")
 # The environment as it was before jax_triton's import blanked TRITON_CACHE_DIR (it sets it to ""
 # for its own compiles); the peers' processes get this one, or torch.compile finds no cache dir.
 PEER_ENV = dict(os.environ)
-PEERS = ("cudnn", "pallas", "flex", "kvax010")
 
 
 def parse_args(argv=None):
@@ -54,7 +54,7 @@ def parse_args(argv=None):
     p.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16", "float32"))
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--peers", default=",".join(PEERS),
-                   help="comma-separated subset of " + ",".join(PEERS))
+                   help="comma-separated subset of " + ",".join(PEERS) + " (tools/peers.py)")
     p.add_argument("--repeats", type=int, default=10)
     p.add_argument("--peer-timeout", type=float, default=300,
                    help="seconds a peer's own process (FlexAttention, kvax 0.1.0) may take for one "
@@ -85,12 +85,14 @@ def parse_args(argv=None):
                    help="log-normal document lengths with this median (sigma 1) instead of "
                         "--num-segments equal-probability cuts")
     p.add_argument("--window", type=int, default=None,
-                   help="causal sliding window: each query sees keys up to this many positions "
-                        "back (ours: local_window_size=(W, 0); FlexAttention and cuDNN get the "
-                        "same mask; Pallas and kvax 0.1.0 have none and are skipped)")
+                   help="sliding window: each query sees keys up to this many positions back "
+                        "(ours: local_window_size=(W, 0); the peers that have windows get the "
+                        "same mask, the others are skipped with the reason)")
     p.add_argument("--logits-soft-cap", type=float, default=None,
                    help="logit soft-capping c * tanh(x / c) (ours: logits_soft_cap; "
                         "FlexAttention: the same score_mod; the other peers are skipped)")
+    p.add_argument("--bidirectional", action="store_true",
+                   help="every key of the query's document, not only earlier ones")
     p.add_argument("--sinks", action="store_true",
                    help="attention sinks, one logit per query head (ours: sinks=; no peer here "
                         "has them: they are skipped)")
@@ -127,16 +129,17 @@ def bench_ours(w: Workload, args):
     q, k, v = (jnp.asarray(x, dt) for x in (q, k, v))
     pos, seg = jnp.asarray(pos), jnp.asarray(seg)
     scale = w.head_dim ** -0.5
-    window = None if w.window is None else (w.window, 0)
+    window = None if w.window is None else (w.window, 0 if w.causal else 2**30)
+    variant = dict(is_causal=w.causal, local_window_size=window)
     make_mask = jax.jit(lambda p, s: create_attention_mask(p, s, p, s, calc_bwd_mask=True,
-                                                           local_window_size=window))
+                                                           **variant))
     masks = make_mask(pos, seg)
     mask_ms = median_ms(lambda: make_mask(pos, seg), args.repeats)
 
     sinks = sink_logits(w)
     sinks = None if sinks is None else jnp.asarray(sinks)
     fwd = jax.jit(lambda q, k, v, m: flash_attention(q, k, v, pos, seg, pos, seg, mask=m,
-                                                     scale=scale, local_window_size=window,
+                                                     scale=scale, **variant,
                                                      logits_soft_cap=w.soft_cap, sinks=sinks))
 
     @jax.jit
@@ -161,79 +164,26 @@ def bench_ours(w: Workload, args):
     return row, sampled, masks, block_flops
 
 
-def cudnn_attention(w: Workload, memory_sweep: bool = False):
-    """(attention(q, k, v, mask), make_mask(pos, seg) or None): jax.nn.dot_product_attention as
-    its users call it, is_causal for one document, a dense mask for several."""
-    import jax
-
-    scale = w.head_dim ** -0.5
-    if w.soft_cap is not None or w.sinks:
-        raise RuntimeError("jax.nn.dot_product_attention has no logit soft-capping or sinks")
-    window = None if w.window is None else (w.window, 0)
-    if w.num_segments == 1 and w.num_pad_tokens == 0 and not w.doc_median:
-        def causal(q, k, v, mask=None):
-            return jax.nn.dot_product_attention(q, k, v, scale=scale, is_causal=True,
-                                                local_window_size=window, implementation="cudnn")
-        return causal, None
-    if w.seq_len > 32768 and not memory_sweep:
-        raise RuntimeError(f"a dense [{w.seq_len}x{w.seq_len}] mask is what cuDNN users must "
-                           "pass for documents; skipped above 32k tokens (memory)")
-
-    def make_mask(pos, seg):
-        d = pos[:, :, None] - pos[:, None, :]
-        near = True if w.window is None else d <= w.window
-        return ((seg[:, :, None] == seg[:, None, :]) & (seg[:, :, None] != PADDING_SEGMENT_ID)
-                & (d >= 0) & near)[:, None]
-
-    def dense(q, k, v, mask):
-        return jax.nn.dot_product_attention(q, k, v, scale=scale, mask=mask,
-                                            implementation="cudnn")
-    return dense, make_mask
-
-
-def pallas_attention(w: Workload):
-    """attention(q, k, v, segment_ids) through JAX's Pallas GPU kernel; it takes as many key and
-    value heads as query heads (no GQA), so callers repeat them."""
-    from jax.experimental.pallas.ops.gpu import attention as pallas
-
-    scale = w.head_dim ** -0.5
-
-    def attn(q, k, v, seg):
-        return pallas.mha(q, k, v, segment_ids=seg, sm_scale=scale, causal=True)
-    return attn
-
-
-def bench_cudnn(w: Workload, args):
+def bench_jax_peer(peer, w: Workload, args):
+    """A JAX peer in this process, on the same inputs as ours."""
     import jax
     import jax.numpy as jnp
 
-    attn, make_mask = cudnn_attention(w)
+    fn = peer.jax_attention(w, False)
     q, k, v, pos, seg = inputs(w)
-    mask, mask_ms = None, None
-    if make_mask is not None:
-        make = jax.jit(make_mask)
-        pos, seg = jnp.asarray(pos), jnp.asarray(seg)
-        mask = make(pos, seg)
-        mask_ms = median_ms(lambda: make(pos, seg), args.repeats)
     dt = jnp.dtype(w.dtype)
-    row, out = _bench_jax_fn("cuDNN (jax.nn)", attn, w, args,
-                             *(jnp.asarray(x, dt) for x in (q, k, v)), mask)
+    q, k, v = (jnp.asarray(x, dt) for x in (q, k, v))
+    if fn.repeat_kv:  # no GQA: as many key/value heads as query heads
+        k, v = (jnp.repeat(x, w.num_heads // w.num_kv_heads, axis=2) for x in (k, v))
+    extra, mask_ms = None, None
+    if fn.extra is not None:
+        make = jax.jit(fn.extra)
+        pos, seg = jnp.asarray(pos), jnp.asarray(seg)
+        extra = make(pos, seg)
+        mask_ms = median_ms(lambda: make(pos, seg), args.repeats)
+    row, out = _bench_jax_fn(peer.label, fn.attn, w, args, q, k, v, extra)
     row.mask_ms = mask_ms
     return row, out
-
-
-def bench_pallas(w: Workload, args):
-    import jax.numpy as jnp
-
-    if w.window is not None or w.soft_cap is not None or w.sinks:
-        raise RuntimeError("JAX's Pallas GPU attention has no sliding window, soft-capping or "
-                           "sinks")
-    q, k, v, pos, seg = inputs(w)
-    dt = jnp.dtype(w.dtype)
-    group = w.num_heads // w.num_kv_heads
-    k, v = (jnp.repeat(jnp.asarray(x, dt), group, axis=2) for x in (k, v))
-    return _bench_jax_fn("Pallas GPU (jax)", pallas_attention(w), w, args, jnp.asarray(q, dt),
-                         k, v, jnp.asarray(seg))
 
 
 def _bench_jax_fn(name, attn, w, args, q, k, v, extra):
@@ -260,11 +210,11 @@ def _bench_jax_fn(name, attn, w, args, q, k, v, extra):
 
 
 def run_peer_process(which, w: Workload, once=False, timeout=300.0) -> dict:
-    """tools/peers.py in its own process; its result, or RuntimeError with the peer's reason
+    """tools/peer_process.py in its own process; its result, or RuntimeError with the peer's reason
     (a process still running after timeout seconds is killed and reported)."""
     with tempfile.TemporaryDirectory() as tmp:
         out_json = os.path.join(tmp, "out.json")
-        cmd = [sys.executable, os.path.join(os.path.dirname(__file__), "peers.py"), which,
+        cmd = [sys.executable, os.path.join(os.path.dirname(__file__), "peer_process.py"), which,
                json.dumps(dataclasses.asdict(w)), out_json] + (["--once"] if once else [])
         env = dict(PEER_ENV)
         if not env.get("TRITON_CACHE_DIR"):
@@ -297,18 +247,14 @@ def bench_subprocess(which, name, w: Workload, args):
     return row, np.asarray(res["out"], np.float32)
 
 
-PEER_NAMES = {"cudnn": "cuDNN (jax.nn)", "pallas": "Pallas GPU (jax)",
-              "flex": "FlexAttention (torch)", "kvax010": "kvax 0.1.0 (original)"}
-
-
-def bench_peer(peer, w: Workload, args):
-    if peer == "cudnn":
-        return bench_cudnn(w, args)
-    if peer == "pallas":
-        return bench_pallas(w, args)
-    if peer in ("flex", "kvax010"):
-        return bench_subprocess(peer, PEER_NAMES[peer], w, args)
-    raise RuntimeError(f"unknown peer {peer!r}")
+def bench_peer(key, w: Workload, args):
+    peer = get_peer(key)
+    reason = peer.why_not(w, False)
+    if reason:
+        raise RuntimeError(reason)
+    if peer.jax_attention is not None:
+        return bench_jax_peer(peer, w, args)
+    return bench_subprocess(key, peer.label, w, args)
 
 
 def run_gpu(args, save):
@@ -328,7 +274,7 @@ def run_gpu(args, save):
                 row, out = bench_peer(peer, w, args)
                 row.rel_err_vs_ours = rel_err(out, ours_out)
             except Exception as err:  # noqa: BLE001 - reported in the table, never dropped
-                row = Row(PEER_NAMES.get(peer, peer), seq_len,
+                row = Row(PEERS[peer].label if peer in PEERS else peer, seq_len,
                           skipped=f"{type(err).__name__}: {str(err).splitlines()[0][:160]}")
                 row.detail = str(err)[-4000:]  # kept in results.json for debugging
             row.wall_s = time.perf_counter() - start
@@ -463,8 +409,8 @@ def sweep_from_log(text: str) -> dict:
 
 
 def jax_step_once(which: str, w: Workload) -> float | None:
-    """One forward+backward of a JAX implementation on random inputs made on the device; the
-    compiled program's memory in GiB."""
+    """One forward+backward of ours ("ours") or a JAX peer on random inputs made on the device;
+    the compiled program's memory in GiB."""
     import jax
     import jax.numpy as jnp
 
@@ -472,26 +418,23 @@ def jax_step_once(which: str, w: Workload) -> float | None:
 
     dt = jnp.dtype(w.dtype)
     q_shape, kv_shape, _ = shapes(w)
-    if which == "pallas":  # no GQA: as many key/value heads as query heads
+    fn = None if which == "ours" else get_peer(which).jax_attention(w, True)
+    if fn is not None and fn.repeat_kv:
         kv_shape = q_shape
     keys = jax.random.split(jax.random.key(w.seed), 4)
     q, k, v, dout = (jax.random.normal(key, shape, dt)
                      for key, shape in zip(keys, (q_shape, kv_shape, kv_shape, q_shape)))
     pos, seg = (jnp.asarray(x) for x in w.layout())
-    if which == "ours":
+    if fn is None:
         extra = jax.jit(lambda p, s: create_attention_mask(p, s, p, s, calc_bwd_mask=True))(
             pos, seg)
         scale = w.head_dim ** -0.5
 
         def attn(q, k, v, m):
             return flash_attention(q, k, v, pos, seg, pos, seg, mask=m, scale=scale)
-    elif which == "cudnn":
-        attn, make_mask = cudnn_attention(w, memory_sweep=True)
-        extra = None if make_mask is None else jax.jit(make_mask)(pos, seg)
-    elif which == "pallas":
-        attn, extra = pallas_attention(w), seg
     else:
-        raise ValueError(f"unknown implementation {which!r}")
+        attn = fn.attn
+        extra = None if fn.extra is None else jax.jit(fn.extra)(pos, seg)
     step = jax.jit(lambda q, k, v, x, d: jax.vjp(lambda *a: attn(*a, x), q, k, v)[1](d))
     compiled = step.lower(q, k, v, extra, dout).compile()
     jax.block_until_ready(compiled(q, k, v, extra, dout))
@@ -522,10 +465,11 @@ def run_memory_sweep(args, save):
             return peak / 2**30 if peak else None
         return run_once
 
-    peers = [p for p in args.peers.split(",") if p]
     runners = {"kvax (ours)": jax_runner("ours")}
-    runners.update({PEER_NAMES[p]: jax_runner(p) for p in peers if p in ("cudnn", "pallas")})
-    runners.update({PEER_NAMES[p]: process_runner(p) for p in peers if p in ("flex", "kvax010")})
+    for key in (p for p in args.peers.split(",") if p):
+        peer = get_peer(key)
+        runners[peer.label] = (jax_runner(key) if peer.jax_attention is not None
+                               else process_runner(key))
     sweep = {}
 
     def save_one(name, found):
@@ -587,7 +531,7 @@ def run_cpu(args):
     print("Checked against kvax-testing's float64 reference (error <= 2x the plain "
           f"{args.dtype} computation's):")
     print(report)
-    print("Peers cuDNN, Pallas GPU, FlexAttention and kvax 0.1.0 need a CUDA GPU: skipped.")
+    print(f"Peers {', '.join(p.label for p in PEERS.values())} need a CUDA GPU: skipped.")
     return report.ok
 
 

@@ -1,10 +1,14 @@
 # Source on the GPU machine (from the repository root): our sources and carried wheels on the path.
-# The machine has jax, jaxlib, the CUDA plugin, triton, torch; jax-triton (and kvax 0.1.0 for
-# comparisons) travel as wheels in .whl/ (see README, "Running on the GPU machine").
+# The machine has jax, jaxlib, the CUDA plugin, triton, torch; jax-triton (and kvax 0.1.0 and
+# flash-attn3-jax for comparisons) travel as wheels in .whl/ (see README, "Running on the GPU
+# machine").
 # The original kvax is also called `kvax`: it goes to its own folder, used only by the benchmark's
 # separate process for it (tools/peers.py).
 rm -rf /tmp/site /tmp/kvax010  # a warm machine keeps what the last call installed
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/jax_triton-*.whl || return 1
+if ls .whl/flash_attn3_jax-*.whl >/dev/null 2>&1; then  # FlashAttention-3 for JAX (Hopper)
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/flash_attn3_jax-*.whl || return 1
+fi
 if ls .whl/kvax-0.1.0-*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/kvax010 .whl/kvax-0.1.0-*.whl || return 1
 fi

@@ -1,192 +1,185 @@
-"""Peer implementations run in their own process: PyTorch FlexAttention and the original kvax 0.1.0.
+"""Every peer of the benchmark, described once: its name in tables, what it cannot run (a reason
+instead of a result), and how it runs: JAX peers in the benchmark's process (`jax_attention`),
+the others in their own process (tools/peer_process.py, under the peer's key).
 
-    python tools/peers.py {flex,kvax010} WORKLOAD_JSON OUT_JSON [--once]
-
-Timed (the default): writes {"fwd_ms", "fwdbwd_ms", "mask_ms", "peak_bytes", "out"} (out: the
-output at sample_rows, float32; FlexAttention adds "mask_peak_bytes", the peak while its block
-mask is made) to OUT_JSON. --once (the memory sweep): one forward+backward on
-random inputs made on the device, writes {"peak_bytes"}. Either writes {"skipped": reason} when
-the peer fails; the traceback goes to stderr.
+A JAX peer is `JaxAttention(attn, extra)`: `extra(pos, seg)` builds what `attn(q, k, v, extra)`
+reads besides the inputs (a dense mask, document offsets; timed as the peer's "mask" time), and
+`repeat_kv` says it needs as many key/value heads as query heads.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import sys
-import traceback
-import types
+import dataclasses
+from typing import Callable
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from measure import median_ms, memory_gib  # noqa: E402
-from workloads import Workload, inputs, sample_rows, shapes  # noqa: E402
-
-REPEATS = 10
+from workloads import Workload
 
 
-def run_flex(w: Workload, once: bool) -> dict:
-    if w.sinks:
-        return dict(skipped="FlexAttention has no attention sinks (a score_mod cannot add a "
-                            "denominator term)")
-    import torch
-    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
-
-    dev = "cuda"
-    dtype = getattr(torch, w.dtype)
-    pos, seg = w.layout()
-    if once:
-        q, k, v = (torch.randn(shape, device=dev, dtype=dtype) for shape in shapes(w))
-    else:
-        q, k, v = (torch.tensor(x, device=dev, dtype=dtype) for x in inputs(w)[:3])
-    q, k, v = (x.transpose(1, 2).contiguous() for x in (q, k, v))  # [B, heads, S, H]
-    pos_t = torch.tensor(pos, device=dev)
-    seg_t = torch.tensor(seg, device=dev)
-
-    window = w.window
-
-    def mask_mod(b, h, q_idx, kv_idx):
-        same = seg_t[b, q_idx] == seg_t[b, kv_idx]
-        d = pos_t[b, q_idx] - pos_t[b, kv_idx]
-        allowed = same & (seg_t[b, q_idx] != -1) & (d >= 0)
-        return allowed if window is None else allowed & (d <= window)
-
-    # compiled, as torchtitan does: eager create_block_mask materialises the [S, S] mask (16 GiB
-    # at 128k tokens) and runs out of memory where the attention itself fits
-    compiled_create_block_mask = torch.compile(create_block_mask)
-
-    def make_mask():
-        return compiled_create_block_mask(mask_mod, w.batch, None, w.seq_len, w.seq_len,
-                                          device=dev)
-
-    block_mask = make_mask()
-    attn = torch.compile(flex_attention)
-    scale = w.head_dim ** -0.5
-    wait = lambda _: torch.cuda.synchronize()  # noqa: E731
-
-    cap = w.soft_cap
-    score_mod = None if cap is None else (lambda x, b, h, i, j: cap * torch.tanh(x / cap))
-
-    def fwd():
-        return attn(q, k, v, block_mask=block_mask, scale=scale, enable_gqa=True,
-                    score_mod=score_mod)
-
-    def fwdbwd():
-        o = attn(q, k, v, block_mask=block_mask, scale=scale, enable_gqa=True,
-                 score_mod=score_mod)
-        return torch.autograd.grad(o, (q, k, v), dout)
-
-    dout = torch.randn((w.batch, w.num_heads, w.seq_len, w.head_dim), device=dev, dtype=dtype)
-    if once:
-        torch.cuda.reset_peak_memory_stats()
-        q.requires_grad_(True), k.requires_grad_(True), v.requires_grad_(True)
-        wait(fwdbwd())
-        return dict(peak_bytes=torch.cuda.max_memory_allocated())
-    torch.cuda.reset_peak_memory_stats()
-    mask_ms = median_ms(make_mask, REPEATS, wait)
-    mask_peak_bytes = torch.cuda.max_memory_allocated()
-    torch.cuda.reset_peak_memory_stats()  # the attention's own peak from here
-    out = fwd()
-    fwd_ms = median_ms(fwd, REPEATS, wait)
-    q.requires_grad_(True), k.requires_grad_(True), v.requires_grad_(True)
-    fwdbwd_ms = median_ms(fwdbwd, REPEATS, wait)
-    rows = sample_rows(w)
-    sampled = out.transpose(1, 2)[rows[:, 0], rows[:, 1]].float().cpu().numpy()
-    return dict(fwd_ms=fwd_ms, fwdbwd_ms=fwdbwd_ms, mask_ms=mask_ms,
-                peak_bytes=torch.cuda.max_memory_allocated(), mask_peak_bytes=mask_peak_bytes,
-                out=sampled.tolist())
+@dataclasses.dataclass(frozen=True)
+class JaxAttention:
+    attn: Callable
+    extra: Callable | None = None
+    repeat_kv: bool = False
 
 
-def _shim_old_jax():
-    """kvax 0.1.0 imports jax.experimental.shard_map, which JAX 0.11 removed."""
+@dataclasses.dataclass(frozen=True)
+class Peer:
+    key: str  # its --peers name
+    label: str  # its name in tables
+    why_not: Callable[[Workload, bool], str | None]  # (workload, memory_sweep) -> reason or None
+    jax_attention: Callable[[Workload, bool], JaxAttention] | None = None  # None: own process
+
+
+def _scale(w: Workload) -> float:
+    return w.head_dim ** -0.5
+
+
+def _lacks(w: Workload, name: str, *, window=False, soft_cap=False, sinks=False,
+           bidirectional=True) -> str | None:
+    """The reason a peer with (or without) these features cannot run w, or None."""
+    missing = [what for what, has, used in (("a sliding window", window, w.window is not None),
+                                            ("logit soft-capping", soft_cap,
+                                             w.soft_cap is not None),
+                                            ("attention sinks", sinks, w.sinks),
+                                            ("bidirectional attention", bidirectional,
+                                             not w.causal)) if used and not has]
+    return f"{name} has no {' or '.join(missing)}" if missing else None
+
+
+def _one_sequence(w: Workload) -> bool:
+    return w.num_segments == 1 and w.num_pad_tokens == 0 and not w.doc_median
+
+
+# cuDNN through jax.nn.dot_product_attention, as its users call it: is_causal for one sequence, a
+# dense [T, S] mask for documents.
+def _cudnn_why_not(w: Workload, memory_sweep: bool) -> str | None:
+    reason = _lacks(w, "jax.nn.dot_product_attention", window=True)
+    if reason is None and not _one_sequence(w) and w.seq_len > 32768 and not memory_sweep:
+        reason = (f"a dense [{w.seq_len}x{w.seq_len}] mask is what cuDNN users must pass for "
+                  "documents; skipped above 32k tokens (memory)")
+    return reason
+
+
+def _cudnn(w: Workload, memory_sweep: bool) -> JaxAttention:
     import jax
 
-    module = types.ModuleType("jax.experimental.shard_map")
+    window = None if w.window is None else (w.window, 0 if w.causal else w.seq_len)
+    if _one_sequence(w):
+        def whole(q, k, v, extra=None):
+            return jax.nn.dot_product_attention(q, k, v, scale=_scale(w), is_causal=w.causal,
+                                                local_window_size=window,
+                                                implementation="cudnn")
+        return JaxAttention(whole)
 
-    def shard_map(f, mesh, in_specs, out_specs, check_rep=True, **kw):
-        return jax.shard_map(f, mesh=mesh, in_specs=in_specs, out_specs=out_specs,
-                             check_vma=False)
+    def dense(q, k, v, mask):
+        return jax.nn.dot_product_attention(q, k, v, scale=_scale(w), mask=mask,
+                                            implementation="cudnn")
 
-    module.shard_map = shard_map
-    module.Specs = object
-    sys.modules["jax.experimental.shard_map"] = module
-    jax.experimental.shard_map = module
-    os.environ.setdefault("TRITON_ALLOW_NON_CONSTEXPR_GLOBALS", "1")
+    def make_mask(pos, seg):
+        return w.rule(pos[:, :, None], seg[:, :, None], pos[:, None, :], seg[:, None, :])[:, None]
+    return JaxAttention(dense, make_mask)
 
 
-def run_kvax010(w: Workload, once: bool) -> dict:
-    if w.window is not None or w.soft_cap is not None or w.sinks:
-        return dict(skipped="kvax 0.1.0 has no sliding window, soft-capping or sinks")
-    if not os.path.isdir("/tmp/kvax010"):
-        return dict(skipped="kvax 0.1.0 is not installed (its wheel goes in .whl/)")
-    sys.path.insert(0, "/tmp/kvax010")
-    _shim_old_jax()
-    import jax
+# cuDNN's packed (THD) path inside jax 0.11.2 (a private API): documents as offsets and lengths,
+# with a static maximum number of documents per row.
+def _cudnn_packed_why_not(w: Workload, memory_sweep: bool) -> str | None:
+    return _lacks(w, "cuDNN's packed path", window=True)
+
+
+def cudnn_segments(w: Workload) -> tuple[np.ndarray, np.ndarray]:
+    """(lengths [B, M], offsets [B, M + 1]) of each row's documents, -1 past a row's last."""
+    runs = [w.runs(b) for b in range(w.batch)]
+    most = max(len(r) for r in runs)
+    lengths = np.full((w.batch, most), -1, np.int32)
+    offsets = np.full((w.batch, most + 1), -1, np.int32)
+    for b, row in enumerate(runs):
+        for i, (start, end) in enumerate(row):
+            lengths[b, i], offsets[b, i] = end - start, start
+    return lengths, offsets
+
+
+def _cudnn_packed(w: Workload, memory_sweep: bool) -> JaxAttention:
     import jax.numpy as jnp
-    from kvax.ops import create_attention_mask, flash_attention
-    from kvax.utils import attention_specs
-    from kvax.utils.common import get_default_flash_attention_params
-    from kvax.utils.typing import AttentionMask
+    from jax._src.cudnn.fused_attention_stablehlo import MaskType, dot_product_attention
 
-    dtype = jnp.dtype(w.dtype)
-    pos, seg = (jnp.asarray(x) for x in w.layout())
-    if once:
-        keys = jax.random.split(jax.random.key(1), 4)
-        q, k, v, dout = (jax.random.normal(key, shape, dtype)
-                         for key, shape in zip(keys, shapes(w) + (shapes(w)[0],)))
-    else:
-        q, k, v = (jnp.asarray(x, dtype) for x in inputs(w)[:3])
-        dout = jnp.asarray(np.random.default_rng(5).standard_normal(q.shape), dtype)
-    mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("data",))
-    scale = w.head_dim ** -0.5
-    fwd_params = get_default_flash_attention_params(backward=False)
-    bwd_params = get_default_flash_attention_params(backward=True)  # its own default is dropped
-    with mesh, attention_specs(("data", None, None, None), ("data", None, None, None)):
-        @jax.jit
-        def make_mask(pos, seg):  # its AttentionMask is no pytree: its arrays leave jit
-            return [m.flatten() for m in create_attention_mask(
-                pos, seg, pos, seg, fwd_params=fwd_params, bwd_params=bwd_params,
-                calc_bwd_mask=True)]
+    lengths, offsets = cudnn_segments(w)
+    window = None if w.window is None else w.window + 1  # cuDNN: (pos - W, pos]
 
-        mask = tuple(AttentionMask.unflatten(m) for m in make_mask(pos, seg))
+    def attn(q, k, v, extra):
+        lens, offs = extra
+        return dot_product_attention(
+            q, k, v, q_seqlen=lens, kv_seqlen=lens, q_offsets=offs, kv_offsets=offs,
+            scale=_scale(w), qkv_layout="BTNH", sliding_window_length=window,
+            mask_type=MaskType.PADDING_CAUSAL if w.causal else MaskType.PADDING)
 
-        @jax.jit
-        def fwd(q, k, v):
-            return flash_attention(q, k, v, pos, seg, pos, seg, mask, scale=scale,
-                                   fwd_params=fwd_params, bwd_params=bwd_params)
-
-        @jax.jit
-        def fwdbwd(q, k, v, dout):
-            out, vjp = jax.vjp(fwd, q, k, v)
-            return vjp(dout)
-
-        if once:
-            jax.block_until_ready(fwdbwd(q, k, v, dout))
-            return dict(peak_bytes=None)
-        out = fwd(q, k, v)
-        mask_ms = median_ms(lambda: make_mask(pos, seg), REPEATS)
-        fwd_ms = median_ms(lambda: fwd(q, k, v), REPEATS)
-        fwdbwd_ms = median_ms(lambda: fwdbwd(q, k, v, dout), REPEATS)
-        gib = memory_gib(fwdbwd, q, k, v, dout)
-    rows = sample_rows(w)
-    sampled = np.asarray(out[rows[:, 0], rows[:, 1]], np.float32)
-    return dict(fwd_ms=fwd_ms, fwdbwd_ms=fwdbwd_ms, mask_ms=mask_ms,
-                peak_bytes=gib * 2**30 if gib else None, out=sampled.tolist())
+    return JaxAttention(attn, lambda pos, seg: (jnp.asarray(lengths), jnp.asarray(offsets)))
 
 
-def main():
-    which, workload_json, out_json = sys.argv[1:4]
-    once = "--once" in sys.argv[4:]
-    w = Workload(**json.loads(workload_json))
-    try:
-        result = {"flex": run_flex, "kvax010": run_kvax010}[which](w, once)
-    except Exception as err:  # a peer that fails is reported, never silently dropped
-        result = dict(skipped=f"{type(err).__name__}: {str(err).splitlines()[0][:300]}")
-        traceback.print_exc()  # the whole story on stderr, kept by bench.py in results.json
-    with open(out_json, "w") as f:
-        json.dump(result, f)
+# FlashAttention-3 (flash-attn3-jax, varlen): documents must be contiguous; the trailing padding
+# is one more document whose rows nobody reads.
+def _fa3_why_not(w: Workload, memory_sweep: bool) -> str | None:
+    reason = _lacks(w, "flash-attn3-jax", window=True)
+    if reason is None and w.head_dim != 128:
+        reason = f"flash-attn3-jax's published build has head dim 128 only, not {w.head_dim}"
+    return reason
 
 
-if __name__ == "__main__":
-    main()
+def fa3_cu_seqlens(w: Workload) -> np.ndarray:
+    """Document boundaries in the flattened [B * S] tokens, each row's padding one more document."""
+    bounds = [0]
+    for b in range(w.batch):
+        bounds += [b * w.seq_len + end for _, end in w.runs(b, padding=True)]
+    return np.asarray(bounds, np.int32)
+
+
+def _fa3(w: Workload, memory_sweep: bool) -> JaxAttention:
+    import jax.numpy as jnp
+    from flash_attn3_jax import flash_mha_varlen
+
+    bounds = fa3_cu_seqlens(w)
+    longest = int(np.max(np.diff(bounds)))
+    window = (-1, -1) if w.window is None else (w.window, 0 if w.causal else -1)
+
+    def attn(q, k, v, cu_seqlens):
+        b, s = q.shape[:2]
+        flat = [x.reshape(b * s, *x.shape[2:]) for x in (q, k, v)]
+        out = flash_mha_varlen(*flat, cu_seqlens, cu_seqlens, max_seqlen_q=longest,
+                               max_seqlen_k=longest, softmax_scale=_scale(w),
+                               is_causal=w.causal, window_size=window)
+        return out.reshape(b, s, *out.shape[1:])
+
+    return JaxAttention(attn, lambda pos, seg: jnp.asarray(bounds, jnp.int32))
+
+
+# JAX's Pallas GPU attention: segment ids, causal or not, no GQA.
+def _pallas_why_not(w: Workload, memory_sweep: bool) -> str | None:
+    return _lacks(w, "JAX's Pallas GPU attention")
+
+
+def _pallas(w: Workload, memory_sweep: bool) -> JaxAttention:
+    from jax.experimental.pallas.ops.gpu import attention as pallas
+
+    def attn(q, k, v, seg):
+        return pallas.mha(q, k, v, segment_ids=seg, sm_scale=_scale(w), causal=w.causal)
+    return JaxAttention(attn, lambda pos, seg: seg, repeat_kv=True)
+
+
+PEERS = {peer.key: peer for peer in (
+    Peer("cudnn", "cuDNN (jax.nn)", _cudnn_why_not, _cudnn),
+    Peer("cudnn_packed", "cuDNN packed (THD)", _cudnn_packed_why_not, _cudnn_packed),
+    Peer("fa3", "FlashAttention-3 (jax)", _fa3_why_not, _fa3),
+    Peer("pallas", "Pallas GPU (jax)", _pallas_why_not, _pallas),
+    Peer("flex", "FlexAttention (torch)",
+         lambda w, sweep: _lacks(w, "FlexAttention", window=True, soft_cap=True)),
+    Peer("kvax010", "kvax 0.1.0 (original)",
+         lambda w, sweep: _lacks(w, "kvax 0.1.0", bidirectional=False)),
+)}
+
+
+def peer(key: str) -> Peer:
+    if key not in PEERS:
+        raise ValueError(f"unknown peer {key!r}; peers: {', '.join(PEERS)}")
+    return PEERS[key]
+

@@ -251,3 +251,40 @@ def test_window_workload_counts_allowed_pairs_exactly():
     allowed = np.asarray(reference_mask(pos, seg, pos, seg,
                                         mask_terms=mask_terms(local_window_size=(17, 0))))
     assert w.allowed_pairs() == int(allowed.sum()) and "window17" in w.name
+
+
+@pytest.mark.parametrize("variant", [dict(), dict(causal=False), dict(window=5),
+                                     dict(window=4, causal=False)],
+                         ids=["causal", "bidirectional", "window", "bidirectional-window"])
+def test_allowed_pairs_equal_the_rule(variant):
+    """The FLOP count (closed form) equals the element rule every peer's mask is made from."""
+    from workloads import Workload
+
+    w = Workload(97, num_segments=4, num_pad_tokens=9, batch=2, **variant)
+    pos, seg = w.layout()
+    allowed = w.rule(pos[:, :, None], seg[:, :, None], pos[:, None, :], seg[:, None, :])
+    assert w.allowed_pairs() == int(allowed.sum())
+
+
+def test_peer_layouts_and_reasons():
+    """Every peer is described once; document offsets for cuDNN's packed path and FA3's
+    cu_seqlens follow the layout; unsupported features come back as reasons."""
+    import peers
+    from workloads import Workload
+
+    assert len({p.label for p in peers.PEERS.values()}) == len(peers.PEERS)
+    w = Workload(40, num_segments=3, num_pad_tokens=6, batch=2, seed=3)
+    runs = [w.runs(b) for b in range(2)]
+    lengths, offsets = peers.cudnn_segments(w)
+    for b in range(2):
+        assert [tuple(x) for x in zip(offsets[b][:3], offsets[b][:3] + lengths[b][:3])] == runs[b]
+        assert runs[b][-1][1] == 34  # documents end where the padding starts
+    bounds = peers.fa3_cu_seqlens(w)
+    assert bounds[0] == 0 and bounds[-1] == 80 and 40 in bounds and 34 in bounds and 74 in bounds
+    assert peers.peer("fa3").why_not(Workload(64, head_dim=64), False).endswith("not 64")
+    sink = Workload(64, sinks=True)
+    for key in ("cudnn", "cudnn_packed", "fa3", "pallas", "flex", "kvax010"):
+        assert "attention sinks" in peers.peer(key).why_not(sink, False), key
+    assert peers.peer("flex").why_not(Workload(64, window=8, soft_cap=5.0), False) is None
+    with pytest.raises(ValueError, match="unknown peer"):
+        peers.peer("nope")

@@ -29,6 +29,7 @@ class Workload:
     window: int | None = None  # causal sliding window: a query sees keys up to this far back
     soft_cap: float | None = None  # logit soft-capping c * tanh(x / c)
     sinks: bool = False  # one attention-sink logit per query head (gpt-oss)
+    causal: bool = True  # False: every key of the query's document (bidirectional)
 
     @property
     def name(self) -> str:
@@ -38,6 +39,7 @@ class Workload:
         window = "" if self.window is None else f"-window{self.window}"
         window += "" if self.soft_cap is None else f"-softcap{self.soft_cap:g}"
         window += "-sinks" if self.sinks else ""
+        window += "" if self.causal else "-bidirectional"
         return (f"B{self.batch}-S{self.seq_len}-{docs}-pad{self.num_pad_tokens}"
                 f"-N{self.num_heads}-K{self.num_kv_heads}-H{self.head_dim}-{self.dtype}{ids}"
                 f"{window}")
@@ -81,6 +83,27 @@ class Workload:
                 pos[b, lo:hi] = np.arange(hi - lo)
         return pos, seg
 
+    def rule(self, q_pos, q_seg, k_pos, k_seg):
+        """The workload's element rule, written once with operators only, so that numpy, JAX
+        and torch arrays (broadcast against each other) all take it: the same document, not
+        padding, and the causal and window terms on positions."""
+        allowed = (q_seg == k_seg) & (q_seg != PADDING_SEGMENT_ID)
+        if self.causal:
+            allowed = allowed & (q_pos >= k_pos)
+        if self.window is not None:
+            allowed = allowed & (q_pos - k_pos <= self.window)
+        return allowed
+
+    def runs(self, row: int = 0, padding: bool = False) -> list[tuple[int, int]]:
+        """(start, end) of each document of a row in order (documents are contiguous here);
+        with padding=True the trailing padding is one more run."""
+        _, seg = self.layout()
+        seg = seg[row]
+        starts = [0] + [i for i in range(1, len(seg)) if seg[i] != seg[i - 1]]
+        ends = starts[1:] + [len(seg)]
+        return [(a, b) for a, b in zip(starts, ends)
+                if padding or seg[a] != PADDING_SEGMENT_ID]
+
     def documents(self) -> int:
         """Documents in the first row."""
         _, seg = self.layout()
@@ -92,7 +115,11 @@ class Workload:
         for b in range(self.batch):
             for d in np.unique(seg[b][seg[b] != PADDING_SEGMENT_ID]):
                 n = int(np.sum(seg[b] == d))
-                if self.window is None:
+                if not self.causal and self.window is None:
+                    total += n * n
+                elif not self.causal:  # query p sees keys p - window .. the document's end
+                    total += int((np.minimum(np.arange(n), self.window) + n - np.arange(n)).sum())
+                elif self.window is None:
                     total += n * (n + 1) // 2  # causal within a document of sequential positions
                 else:  # query p sees keys max(0, p - window) .. p
                     total += int(np.minimum(np.arange(n), self.window).sum()) + n
@@ -114,7 +141,8 @@ def for_args(args, seq_len: int, num_pad_tokens: int | None = None) -> Workload:
                     doc_median=getattr(args, "doc_median", None),
                     window=getattr(args, "window", None),
                     soft_cap=getattr(args, "logits_soft_cap", None),
-                    sinks=getattr(args, "sinks", False))
+                    sinks=getattr(args, "sinks", False),
+                    causal=not getattr(args, "bidirectional", False))
 
 
 def inputs(w: Workload):
