@@ -28,10 +28,14 @@ def main():
     p.add_argument("--seq-len", type=int, default=65536)
     p.add_argument("--num-segments", type=int, default=8)
     p.add_argument("--num-pad-tokens", type=int, default=2000)
+    p.add_argument("--doc-median", type=int, default=None,
+                   help="log-normal document lengths with this median instead of equal cuts")
     p.add_argument("--repeats", type=int, default=10)
     p.add_argument("--skip-bwd", action="store_true")
     p.add_argument("--fwd", nargs="*", default=None, metavar="QB,KB,WARPS,STAGES",
                    help="only these forward parameter sets, after the default")
+    p.add_argument("--bwd", nargs="*", default=None, metavar="QB,KB,WARPS,STAGES",
+                   help="only these backward parameter sets, after the default")
     p.add_argument("--out", default="tune.json")
     args = p.parse_args()
 
@@ -42,7 +46,8 @@ def main():
     from kvax.utils import FlashAttentionParamsConfig as P
     from kvax.utils import default_params
 
-    w = Workload(args.seq_len, args.num_segments, args.num_pad_tokens)
+    w = Workload(args.seq_len, args.num_segments, args.num_pad_tokens,
+                 doc_median=args.doc_median)
     q, k, v, pos, seg = inputs(w)
     q, k, v = (jnp.asarray(x, jnp.bfloat16) for x in (q, k, v))
     pos, seg = jnp.asarray(pos), jnp.asarray(seg)
@@ -112,8 +117,11 @@ def main():
         fwd_params = [fwd_default] + [P(*map(int, c.split(","))) for c in args.fwd]
     sweep(False, fwd_params)
     if not args.skip_bwd:
-        sweep(True, [bwd_default, P(32, 128, 8, 3), P(64, 64, 8, 3), P(32, 64, 4, 3),
-                     P(64, 128, 8, 2), P(32, 128, 8, 2), P(64, 64, 4, 3)])
+        bwd_params = [bwd_default, P(32, 128, 8, 3), P(64, 64, 8, 3), P(32, 64, 4, 3),
+                      P(64, 128, 8, 2), P(32, 128, 8, 2), P(64, 64, 4, 3)]
+        if args.bwd is not None:
+            bwd_params = [bwd_default] + [P(*map(int, c.split(","))) for c in args.bwd]
+        sweep(True, bwd_params)
 
     with open(args.out, "w") as f:
         json.dump(dict(device=kind, workload=w.name, records=records), f, indent=1)
