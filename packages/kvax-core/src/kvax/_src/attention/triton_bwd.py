@@ -44,15 +44,15 @@ def _dkdv_visit(dk, dv, k, v, k_pos, k_seg, q_base, do_base, qpos_ptr, qseg_ptr,
                 do = tl.load(do_ptrs, mask=offs_hv[None, :] < HV, other=0.0)
             lse = tl.load(lse_ptr + q_start + offs_m)
             delta = tl.load(delta_ptr + q_start + offs_m)
-        s_t = tc.soft_cap(tc.mma(k, tl.trans(q), None, IEEE) * qk_scale, VARIANT, IEEE)  # [N, M]
-        p_t = tl.math.exp2(s_t - lse[None, :])
+        s_t = tc.scores(tc.mma(k, tl.trans(q), None, IEEE) * qk_scale, VARIANT, IEEE)  # [N, M]
+        p_t = tl.math.exp2(tc.to_log2(s_t, VARIANT) - lse[None, :])
         if MASKED:
             # [BLOCK_N, BLOCK_M]
             allowed_t = tc.element_mask_t(k_pos, k_seg, q_pos, q_seg, PAD_ID, VARIANT)
             p_t = tl.where(allowed_t, p_t, 0.0)
         dv = tc.mma(p_t.to(do.dtype), do, dv, IEEE)
         dp_t = tc.mma(v, tl.trans(do), None, IEEE)  # [BLOCK_N, BLOCK_M]
-        ds_t = tc.soft_cap_grad(p_t * (dp_t - delta[None, :]), s_t, VARIANT)
+        ds_t = tc.score_grad(p_t * (dp_t - delta[None, :]), s_t, VARIANT)
         dk = tc.mma(ds_t.to(q.dtype), q, dk, IEEE)
     return dk, dv
 
@@ -143,12 +143,12 @@ def _dq_visit(dq, q, do, lse, delta, q_pos, q_seg, k_base, v_base, kpos_ptr, kse
                 v = tl.load(v_ptrs)  # [BLOCK_N, BLOCK_HV]
             else:
                 v = tl.load(v_ptrs, mask=offs_hv[None, :] < HV, other=0.0)
-        s = tc.soft_cap(tc.mma(q, tl.trans(k), None, IEEE) * qk_scale, VARIANT, IEEE)  # [M, N]
-        p = tl.math.exp2(s - lse[:, None])
+        s = tc.scores(tc.mma(q, tl.trans(k), None, IEEE) * qk_scale, VARIANT, IEEE)  # [M, N]
+        p = tl.math.exp2(tc.to_log2(s, VARIANT) - lse[:, None])
         if MASKED:
             p = tl.where(tc.element_mask(q_pos, q_seg, k_pos, k_seg, PAD_ID, VARIANT), p, 0.0)
         dp = tc.mma(do, tl.trans(v), None, IEEE)  # [BLOCK_M, BLOCK_N]
-        ds = tc.soft_cap_grad(p * (dp - delta[:, None]), s, VARIANT)
+        ds = tc.score_grad(p * (dp - delta[:, None]), s, VARIANT)
         dq = tc.mma(ds.to(k.dtype), k, dq, IEEE)
     return dq
 
@@ -224,7 +224,7 @@ def _bwd_kernel(
     per key tile), then G * Q_NT dQ programs (the group's query heads, heavier query tiles
     first)."""
     scale = tl.load(SCALE)  # a device scalar: the scale may be traced
-    qk_scale = scale * LOG2E
+    qk_scale = tc.logit_scale(scale * LOG2E, VARIANT)  # log2 units, over the cap
     pid = tl.program_id(0)
     pid_bk = tl.program_id(1)
     b = (pid_bk // KH).to(tl.int64)

@@ -86,21 +86,40 @@ def tanh(x, IEEE: tl.constexpr):
 
 
 @triton.jit
-def soft_cap(s, VARIANT: tl.constexpr, IEEE: tl.constexpr):
-    """Logits in log2 units, soft-capped when VARIANT[2] (the cap c times log2(e)) is set:
-    c * tanh(x / c) for natural logits x is VARIANT[2] * tanh(s / VARIANT[2]) in log2 units."""
+def logit_scale(qk_scale, VARIANT: tl.constexpr):
+    """What Q K^T is multiplied by, once per program: the scale in log2 units, divided by the cap
+    c (times log2(e), VARIANT[2]) when logits are soft-capped, so that one multiply feeds tanh."""
     if VARIANT[2] is not None:
-        return tanh(s * (1.0 / VARIANT[2]), IEEE) * VARIANT[2]
+        return qk_scale * (1.0 / VARIANT[2])
+    else:
+        return qk_scale
+
+
+@triton.jit
+def scores(x, VARIANT: tl.constexpr, IEEE: tl.constexpr):
+    """Scores of x = Q K^T * logit_scale: x itself (the logits in log2 units), or with a cap
+    t = tanh(x) (the capped logits are VARIANT[2] * t; to_log2 turns scores into those)."""
+    if VARIANT[2] is not None:
+        return tanh(x, IEEE)
+    else:
+        return x
+
+
+@triton.jit
+def to_log2(s, VARIANT: tl.constexpr):
+    """Scores as logits in log2 units: one multiply by the cap, which ptxas fuses with the
+    subtraction of the row maximum or logsumexp that follows into one FMA."""
+    if VARIANT[2] is not None:
+        return s * VARIANT[2]
     else:
         return s
 
 
 @triton.jit
-def soft_cap_grad(ds, s_capped, VARIANT: tl.constexpr):
-    """ds times the cap's derivative, 1 - tanh^2, read off the capped logits."""
+def score_grad(ds, s, VARIANT: tl.constexpr):
+    """ds (the gradient of the capped logit) times the cap's derivative 1 - t^2, t = the score."""
     if VARIANT[2] is not None:
-        t = s_capped / VARIANT[2]
-        return ds * (1.0 - t * t)
+        return ds * (1.0 - s * s)
     else:
         return ds
 

@@ -20,7 +20,8 @@ def _fwd_visit(acc, m_i, l_i, q, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_pt
                H: tl.constexpr, HV: tl.constexpr, EVEN_H: tl.constexpr, EVEN_HV: tl.constexpr,
                BLOCK_N: tl.constexpr, MASKED: tl.constexpr, SEQUENTIAL: tl.constexpr,
                PAD_ID: tl.constexpr, VARIANT: tl.constexpr, IEEE: tl.constexpr, TMA: tl.constexpr):
-    """Visit key tiles (tc.masked_tile's order); m_i is in scaled log2 units.
+    """Visit key tiles (tc.masked_tile's order); m_i is in scaled log2 units, s in score units
+    (tc.scores: with a cap, t = tanh of the logit over the cap; tc.to_log2 converts).
     Measured on an H100 and dropped (tools/dev/tune.py): the scale folded into exp2's argument
     (no change), rescaling the accumulator only when a row maximum grew by more than 2^8 (3-7%
     slower), tl.range(warp_specialize=True) with pointer loads (no change). With TMA loads
@@ -41,13 +42,13 @@ def _fwd_visit(acc, m_i, l_i, q, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_pt
             k = tl.load(k_ptrs)  # [BLOCK_N, BLOCK_H]
         else:
             k = tl.load(k_ptrs, mask=offs_h[None, :] < H, other=0.0)
-        s = tc.soft_cap(tc.mma(q, tl.trans(k), None, IEEE) * qk_scale, VARIANT, IEEE)  # [M, N]
+        s = tc.scores(tc.mma(q, tl.trans(k), None, IEEE) * qk_scale, VARIANT, IEEE)  # [M, N]
         if MASKED:
             k_pos, k_seg, kv_live = tc.load_tile_layout(kpos_ptr, kseg_ptr, kv_start, offs_n, S,
                                                         SEQUENTIAL, PAD_ID)
             allowed = tc.element_mask(q_pos, q_seg, k_pos, k_seg, PAD_ID, VARIANT)
             s = tl.where(allowed, s, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(s, 1))
+            m_new = tl.maximum(m_i, tc.to_log2(tl.max(s, 1), VARIANT))
             m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
             if TMA:  # padding rows may hold NaN or Inf: zero them, as the masked load does
                 v = v_desc.load([b, kv_start.to(tl.int32), kvh * HV]).reshape(BLOCK_N, HV)
@@ -55,7 +56,7 @@ def _fwd_visit(acc, m_i, l_i, q, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_pt
             else:
                 v = tl.load(v_ptrs, mask=kv_live[:, None] & (offs_hv[None, :] < HV), other=0.0)
         else:
-            m_new = tl.maximum(m_i, tl.max(s, 1))
+            m_new = tl.maximum(m_i, tc.to_log2(tl.max(s, 1), VARIANT))
             m_use = m_new
             if TMA:
                 v = v_desc.load([b, kv_start.to(tl.int32), kvh * HV]).reshape(BLOCK_N, HV)
@@ -63,7 +64,7 @@ def _fwd_visit(acc, m_i, l_i, q, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_pt
                 v = tl.load(v_ptrs)  # [BLOCK_N, BLOCK_HV]
             else:
                 v = tl.load(v_ptrs, mask=offs_hv[None, :] < HV, other=0.0)
-        p = tl.math.exp2(s - m_use[:, None])
+        p = tl.math.exp2(tc.to_log2(s, VARIANT) - m_use[:, None])
         alpha = tl.math.exp2(m_i - m_use)
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None]
@@ -89,7 +90,8 @@ def _fwd_kernel(
     stride_kt = (N // G) * H
     stride_vt = (N // G) * HV
     stride_ot = N * HV
-    qk_scale = tl.load(SCALE) * LOG2E  # a device scalar: the scale may be traced
+    # a device scalar (the scale may be traced), in log2 units and over the cap (tc.logit_scale)
+    qk_scale = tc.logit_scale(tl.load(SCALE) * LOG2E, VARIANT)
     pid_m = NT - 1 - tl.program_id(0)  # heavier (later) query blocks first
     pid_bn = tl.program_id(1)
     b = (pid_bn // N).to(tl.int64)
