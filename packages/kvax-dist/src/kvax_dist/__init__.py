@@ -4,6 +4,9 @@ With it installed, kvax.ops.create_attention_mask and kvax.ops.flash_attention r
 `attention_specs(...)` (or when given mesh=), and kvax.utils re-exports the helpers below.
 """
 
+import sys
+
+from kvax.extend import register_sharded
 from kvax_dist.ops import create_attention_mask, flash_attention
 from kvax_dist.permutation import (
     permute_tokens_context_parallelism,
@@ -11,11 +14,7 @@ from kvax_dist.permutation import (
 )
 from kvax_dist.specs import AttentionSpecs, attention_specs, get_attention_specs, specs_active
 
-import sys as _sys
-
-from kvax.extend import register_sharded as _register
-
-_register(_sys.modules[__name__])  # kvax.ops and kvax.utils reach us through this
+register_sharded(sys.modules[__name__])  # kvax.ops and kvax.utils reach us through this
 
 __all__ = [
     "AttentionSpecs",
