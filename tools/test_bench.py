@@ -288,3 +288,23 @@ def test_peer_layouts_and_reasons():
     assert peers.peer("flex").why_not(Workload(64, window=8, soft_cap=5.0), False) is None
     with pytest.raises(ValueError, match="unknown peer"):
         peers.peer("nope")
+
+
+def test_plot_by_workload_reads_printed_tables(tmp_path):
+    """--by-workload takes bench.py's printed tables (runs whose results.json did not come back)
+    and draws one group of bars per workload."""
+    import plot_results
+
+    text = """B1-S1024-docs2-pad10-N4-K2-H16-bfloat16: 1,000 allowed pairs; useful fwd 0.00 TFLOP
+implementation             fwd ms  fwd TF/s   f+b ms  f+b TF/s  mask ms  mem GiB  err vs ours
+kvax (ours)                 13.25     417.6    50.49     383.5     0.56     2.02-      32
+cuDNN (jax.nn)          skipped: RuntimeError: no
+cuDNN (jax.nn)              57.60     610.9   223.97     549.8-     4.52     1.41e-03      20
+"""
+    (tmp_path / "log.txt").write_text(text)
+    found = plot_results.by_workload([str(tmp_path / "log.txt")])
+    assert found == {"B1-S1024-docs2-pad10-N4-K2-H16-bfloat16": {
+        "kvax (ours)": (417.6, 383.5), "cuDNN (jax.nn)": (610.9, 549.8)}}
+    assert (tmp_path / "workloads.png").exists() is False
+    plot_results.plot_by_workload(found, str(tmp_path))
+    assert (tmp_path / "workloads.png").stat().st_size > 0
