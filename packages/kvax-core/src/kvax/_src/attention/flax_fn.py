@@ -17,7 +17,8 @@ from kvax._src.config import PADDING_SEGMENT_ID
 def make_attention_fn(*, query_segment_ids=None, kv_segment_ids=None, query_positions=None,
                       kv_positions=None, masks=None, is_causal=None, local_window_size=None,
                       logits_soft_cap=None, sinks=None, scale=None,
-                      padding_segment_id=PADDING_SEGMENT_ID, implementation=None):
+                      padding_segment_id=PADDING_SEGMENT_ID, implementation=None,
+                      permute_tokens_for_load_balance=False):
     """A function for `nnx.MultiHeadAttention(..., attention_fn=...)` that runs Kvax on this
     batch's layout.
 
@@ -26,7 +27,8 @@ def make_attention_fn(*, query_segment_ids=None, kv_segment_ids=None, query_posi
     kvax.ops.create_attention_mask together with the arrays they were built from (Kvax's padding
     id -1). Variant: `is_causal` (None: the model's is_causal call argument), `local_window_size`,
     `logits_soft_cap`, `sinks`, `scale` (default 1 / sqrt(head_dim), as nnx). `implementation`
-    names a backend ("triton", "xla"; None: "auto").
+    names a backend ("triton", "xla"; None: "auto"). Inside kvax-dist's attention_specs it runs
+    sharded, tokens in order unless `permute_tokens_for_load_balance` names their permutation.
 
     Refused with NotImplementedError: a dense `mask` from nnx (put its information in the
     layout), dropout on the attention weights, and `sow_weights` (the weights are never formed).
@@ -67,13 +69,14 @@ def make_attention_fn(*, query_segment_ids=None, kv_segment_ids=None, query_posi
                 scale=query.shape[-1] ** -0.5 if scale is None else scale,
                 backend="auto" if implementation is None else implementation, is_causal=causal,
                 local_window_size=local_window_size, logits_soft_cap=logits_soft_cap,
-                sinks=sinks)
+                sinks=sinks, permute_tokens_for_load_balance=permute_tokens_for_load_balance)
         return jax_nn.dot_product_attention(
             query, key, value, scale=scale, is_causal=causal, local_window_size=local_window_size,
             implementation=implementation, query_segment_ids=query_segment_ids,
             kv_segment_ids=kv_segment_ids, query_positions=query_positions,
             kv_positions=kv_positions, padding_segment_id=padding_segment_id,
-            logits_soft_cap=logits_soft_cap, sinks=sinks)
+            logits_soft_cap=logits_soft_cap, sinks=sinks,
+            permute_tokens_for_load_balance=permute_tokens_for_load_balance)
 
     is_causal_bound = is_causal
     return attention_fn
