@@ -121,6 +121,19 @@ def test_segment_ids_equal_jax_nn_with_dense_mask(pad_id, backend):
         args, live)
 
 
+def test_unsigned_segment_ids_with_padding_id():
+    """uint8 segment ids with padding 0 (MaxText-style): Kvax's padding id -1 must not wrap to
+    255 and turn padding into a document."""
+    q, k, v = _inputs(8, 1, 12, 12, 2, 1, 16)
+    seg = np.array([[1] * 5 + [2] * 4 + [0] * 3], np.uint8)
+    out = dot_product_attention(q, k, v, is_causal=True, query_segment_ids=seg,
+                                padding_segment_id=0)
+    assert np.all(np.asarray(out)[0, 9:] == 0)
+    want = dot_product_attention(q, k, v, is_causal=True, query_segment_ids=seg.astype(np.int32),
+                                 padding_segment_id=0)
+    np.testing.assert_array_equal(out, want)
+
+
 def test_errors_name_the_argument():
     q, k, v = _inputs(5, 2, 8, 12, 2, 1, 16)
     with pytest.raises(NotImplementedError, match="query_segment_ids"):

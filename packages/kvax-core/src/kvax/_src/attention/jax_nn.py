@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from kvax._src.attention import api
+from kvax._src.attention import api, validate
 from kvax._src.config import PADDING_SEGMENT_ID
 
 _DENSE_HINT = ("Kvax never materialises a [T, S] mask: express it with query_segment_ids / "
@@ -37,8 +37,10 @@ def _pair(name_q, q_arr, name_kv, kv_arr, q_len, kv_len):
 
 
 def _batched(name, x, batch, length):
-    """[L] or [B, L] -> [B, L]."""
-    x = jnp.asarray(x)
+    """[L] or [B, L] integers -> [B, L] int32 (values checked as flash_attention checks them, and
+    cast before any arithmetic: -1 must not wrap around in an unsigned type)."""
+    validate.check_int32_values(name, x)
+    x = jnp.asarray(x).astype(jnp.int32)
     if x.ndim == 1:
         x = x[None]
     if x.ndim != 2 or x.shape[1] != length or x.shape[0] not in (1, batch):
