@@ -206,6 +206,10 @@ def test_flax_attention_fn_refuses_what_it_cannot_do():
         fn(q, k, v, mask=jnp.ones((1, 1, 8, 8), bool))
     with pytest.raises(NotImplementedError, match="dropout"):
         fn(q, k, v, dropout_rate=0.1, deterministic=False)
+    with pytest.raises(NotImplementedError, match="RoPE"):
+        fn(q, k, v, input_positions=jnp.zeros((1, 8), jnp.int32))
+    with pytest.raises(TypeError, match="new_flag"):
+        fn(q, k, v, new_flag=True)
     with pytest.raises(ValueError, match="is_causal=False"):
         make_attention_fn(is_causal=False)(q, k, v, is_causal=True)
     with pytest.raises(ValueError, match="masks= needs"):

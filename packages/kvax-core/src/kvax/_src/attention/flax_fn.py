@@ -31,7 +31,8 @@ def make_attention_fn(*, query_segment_ids=None, kv_segment_ids=None, query_posi
     sharded, tokens in order unless `permute_tokens_for_load_balance` names their permutation.
 
     Refused with NotImplementedError: a dense `mask` from nnx (put its information in the
-    layout), dropout on the attention weights, and `sow_weights` (the weights are never formed).
+    layout), dropout on the attention weights, `sow_weights` (the weights are never formed) and
+    `input_positions` (RoPE inside the attention); unknown keywords are a TypeError.
     """
     if masks is not None:
         missing = [name for name, x in (("query_positions", query_positions),
@@ -44,10 +45,19 @@ def make_attention_fn(*, query_segment_ids=None, kv_segment_ids=None, query_posi
             raise ValueError("masks= reads Kvax's layout (padding id -1): leave "
                              "padding_segment_id at its default")
 
+    bound_causal = is_causal  # the model's call passes its own is_causal
+
     def attention_fn(query, key, value, mask=None, dropout_rng=None, dropout_rate=0.0,
                      broadcast_dropout=True, deterministic=True, dtype=None, precision=None,
-                     module=None, is_causal=False, **unused):
-        del dropout_rng, broadcast_dropout, precision, unused  # products run in the kernels
+                     module=None, is_causal=False, input_positions=None, **others):
+        del dropout_rng, broadcast_dropout, precision  # the products run in the kernels
+        if others:
+            raise TypeError(f"Kvax's attention_fn does not know the arguments {sorted(others)}")
+        if input_positions is not None:
+            raise NotImplementedError(
+                "input_positions asks the attention_fn to apply RoPE; Kvax's does not: rotate "
+                "the queries and keys before attention (positions for the mask go to "
+                "make_attention_fn)")
         if mask is not None:
             raise NotImplementedError(
                 "the model passed a dense mask to Kvax's attention_fn: describe documents, "
@@ -56,7 +66,7 @@ def make_attention_fn(*, query_segment_ids=None, kv_segment_ids=None, query_posi
             raise NotImplementedError("attention-weight dropout is not supported by Kvax")
         if module is not None:
             raise NotImplementedError("sow_weights: Kvax never forms the attention weights")
-        causal = is_causal if is_causal_bound is None else is_causal_bound
+        causal = is_causal if bound_causal is None else bound_causal
         if is_causal and not causal:
             raise ValueError("the model asks for is_causal=True but make_attention_fn was "
                              "given is_causal=False")
@@ -78,5 +88,4 @@ def make_attention_fn(*, query_segment_ids=None, kv_segment_ids=None, query_posi
             logits_soft_cap=logits_soft_cap, sinks=sinks,
             permute_tokens_for_load_balance=permute_tokens_for_load_balance)
 
-    is_causal_bound = is_causal
     return attention_fn
