@@ -1,8 +1,10 @@
 """Pieces shared by the forward and backward Triton kernels, and launcher helpers.
 
 Layout is (B, T, N, H) for queries and (B, S, K, H) for keys and values, contiguous; positions and
-segment ids are [B, T] / [B, S] int32; logsumexp and delta are [B, N, T] float32, logsumexp in
-log2 units of the scaled logits and +inf on rows with nothing to attend.
+segment ids are [B, T] / [B, S] int32; logsumexp and delta are [B, N, T] float32. The forward
+stores the logsumexp as every backend does (natural log, -inf on rows with nothing to attend);
+the backward kernels read it in log2 units of the scaled logits with +inf there (triton_bwd's
+launcher converts), so that exp2(s - lse) is 0 on those rows.
 Every offset that can pass 2^31 elements is formed in int64 (batch, head and block starts); only
 offsets inside one tile stay int32.
 """
