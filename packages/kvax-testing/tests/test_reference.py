@@ -81,8 +81,15 @@ def test_layout_properties():
     assert ids[0] == changes[-1]  # A B A
 
 
-def test_allowed_pairs_counts_exactly():
+@pytest.mark.parametrize("variant", [dict(), dict(is_causal=False), dict(local_window_size=3),
+                                     dict(is_causal=False, local_window_size=(4, 2)),
+                                     dict(local_window_size=(0, 5)),
+                                     dict(is_causal=False, local_window_size=(2, 0))],
+                         ids=lambda v: "-".join(f"{k}={v[k]}" for k in v) or "default")
+def test_allowed_pairs_counts_exactly(variant):
+    from kvax_testing import mask_terms, reference_mask
+
     lay = packed_layout(5, batch=2, kv_len=50, q_len=20, num_docs=(1, 4), pad_tokens=(0, 6),
                         segment_ids="reused")
-    from kvax_testing import reference_mask
-    assert lay.allowed_pairs() == int(np.asarray(reference_mask(*lay.arrays)).sum())
+    want = int(np.asarray(reference_mask(*lay.arrays, mask_terms=mask_terms(**variant))).sum())
+    assert lay.allowed_pairs(**variant) == want

@@ -28,15 +28,29 @@ class PackedLayout:
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         return (self.query_positions, self.query_segment_ids, self.kv_positions, self.kv_segment_ids)
 
-    def allowed_pairs(self) -> int:
-        """The exact number of allowed (query, key) pairs, summed over the batch."""
+    def allowed_pairs(self, is_causal: bool = True, local_window_size=None) -> int:
+        """The exact number of allowed (query, key) pairs, summed over the batch, for Kvax's rule
+        with these variant arguments (FLOPs: 4 * N * H per pair forward). Without materialising
+        the [T, S] mask: per document, the keys whose positions fall in each query's range."""
+        if local_window_size is None:
+            left, right = None, None
+        elif isinstance(local_window_size, int):
+            left, right = local_window_size, local_window_size
+        else:
+            left, right = local_window_size
         total = 0
         for b in range(self.query_positions.shape[0]):
-            qs, qp = self.query_segment_ids[b], self.query_positions[b]
-            ks, kp = self.kv_segment_ids[b], self.kv_positions[b]
+            qs, qp = self.query_segment_ids[b], self.query_positions[b].astype(np.int64)
+            ks, kp = self.kv_segment_ids[b], self.kv_positions[b].astype(np.int64)
             for seg in np.unique(qs[qs != PADDING_SEGMENT_ID]):
-                kpos = np.sort(kp[ks == seg])
-                total += int(np.searchsorted(kpos, qp[qs == seg], side="right").sum())
+                kpos, q = np.sort(kp[ks == seg]), qp[qs == seg]
+                # key positions allowed for query position p: [p - left, p + right], and <= p
+                # when causal; a missing side is unbounded (positions are int32, 2**40 is beyond)
+                high = q + (2**40 if right is None else right)
+                high = np.minimum(high, q) if is_causal else high
+                low = q - (2**40 if left is None else left)
+                total += int((np.searchsorted(kpos, high, side="right")
+                              - np.searchsorted(kpos, low, side="left")).clip(min=0).sum())
         return total
 
 
