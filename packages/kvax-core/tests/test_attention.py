@@ -338,3 +338,32 @@ def test_variants_match_reference(variant, case, backend):
                              logits_fn=None if cap is None else soft_cap(cap), sinks=sinks,
                              residual=variant.get("return_residual", False))
     assert report.ok, f"seed={seed}\n{report}"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_logsumexp_merges_split_keys(backend):
+    """The residual convention makes partial results composable (split-KV decoding, ring
+    attention): attention over keys [K1; K2] equals the two partial outputs weighted by
+    exp(lse_i - logaddexp(lse_1, lse_2)), rows with nothing to attend in a part included (-inf)."""
+    batch = packed_batch(23, batch=2, kv_len=190, q_len=70, num_docs=(2, 4), pad_tokens=(0, 9),
+                         dtype="float32")
+    q, k, v = (jnp.asarray(x) for x in (batch.query, batch.key, batch.value))
+    qp, qs, kp, ks = (jnp.asarray(a) for a in batch.layout.arrays)
+
+    def attend(k_, v_, kp_, ks_):
+        return flash_attention(q, k_, v_, qp, qs, kp_, ks_, scale=0.2, fwd_params=SMALL,
+                               bwd_params=SMALL, backend=backend, return_residual=True)
+
+    whole, whole_lse = attend(k, v, kp, ks)
+    cut = 117
+    out1, lse1 = attend(k[:, :cut], v[:, :cut], kp[:, :cut], ks[:, :cut])
+    out2, lse2 = attend(k[:, cut:], v[:, cut:], kp[:, cut:], ks[:, cut:])
+    lse = jnp.logaddexp(lse1, lse2)
+    live = jnp.isfinite(lse)[..., None]
+    w1 = jnp.where(live, jnp.exp(lse1 - jnp.where(live[..., 0], lse, 0.0))[..., None], 0.0)
+    w2 = jnp.where(live, jnp.exp(lse2 - jnp.where(live[..., 0], lse, 0.0))[..., None], 0.0)
+    assert bool(jnp.any(jnp.isneginf(lse1) & jnp.isfinite(lse2)))  # a part with nothing to attend
+    np.testing.assert_allclose(w1 * out1 + w2 * out2, whole, atol=2e-5, rtol=2e-5)
+    np.testing.assert_allclose(np.where(live[..., 0], lse, 0), np.where(live[..., 0], whole_lse, 0),
+                               atol=2e-5, rtol=2e-5)
+    assert np.array_equal(np.isneginf(lse), np.isneginf(whole_lse))
