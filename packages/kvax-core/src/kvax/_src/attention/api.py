@@ -31,11 +31,6 @@ _build_masks = jax.jit(build_masks, static_argnames=("fwd_params", "bwd_params",
                                                      "skip_pad_tokens", "variant"))
 
 
-def _layout_dict(query_positions, query_segment_ids, kv_positions, kv_segment_ids) -> dict:
-    return {"query_positions": query_positions, "query_segment_ids": query_segment_ids,
-            "kv_positions": kv_positions, "kv_segment_ids": kv_segment_ids}
-
-
 def resolve_params(fwd_params, bwd_params, masks: Sequence[AttentionMask] = ()):
     """Call params, else the mask's, else the device kind's defaults."""
     validate.check_params("fwd_params", fwd_params)
@@ -249,8 +244,7 @@ def flash_attention(
             memory_optimized_gqa_backward=memory_optimized_gqa_backward,
             permute_tokens_for_load_balance=permute_tokens_for_load_balance, debug=debug,
             mesh=mesh, backend=backend, variant=variant,
-            logits_soft_cap=validate.check_soft_cap(logits_soft_cap), sinks=sinks,
-            return_residual=bool(return_residual))
+            logits_soft_cap=logits_soft_cap, sinks=sinks, return_residual=bool(return_residual))
     return flash_attention_local(
         query, key, value, query_positions, query_segment_ids, kv_positions, kv_segment_ids,
         mask, scale, bias, fwd_params, bwd_params, assume_sequential_positions,

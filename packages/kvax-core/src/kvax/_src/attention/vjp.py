@@ -62,8 +62,7 @@ def _delta(out, dout, lse, dlse):
     d lse / d logit = p, so the logsumexp's cotangent enters every dS = P (dP - delta) this way."""
     delta = jnp.einsum("btnd,btnd->bnt", dout, out, preferred_element_type=jnp.float32,
                        precision=_HI)
-    live = jnp.isfinite(lse)
-    return jnp.where(live, delta - jnp.where(live, dlse.astype(jnp.float32), 0.0), 0.0)
+    return jnp.where(jnp.isfinite(lse), delta - dlse.astype(jnp.float32), 0.0)
 
 
 def _attention_bwd(opts: Options, residuals, cotangents):
