@@ -96,6 +96,10 @@ def parse_args(argv=None):
     p.add_argument("--sinks", action="store_true",
                    help="attention sinks, one logit per query head (ours: sinks=; no peer here "
                         "has them: they are skipped)")
+    p.add_argument("--backend", default="auto",
+                   help="our backend for the main row (auto: mosaic on Hopper, else triton)")
+    p.add_argument("--also-backends", default="",
+                   help="comma-separated backends of ours to time as extra rows (e.g. triton)")
     p.add_argument("--doc-len", type=int, default=None,
                    help="average document length: --num-segments becomes seq_len / doc_len, so "
                         "every length of a sweep has documents of the same size")
@@ -118,7 +122,7 @@ class Row:
     detail: str | None = None
 
 
-def bench_ours(w: Workload, args):
+def bench_ours(w: Workload, args, backend: str = "auto"):
     import jax
     import jax.numpy as jnp
 
@@ -140,7 +144,8 @@ def bench_ours(w: Workload, args):
     sinks = None if sinks is None else jnp.asarray(sinks)
     fwd = jax.jit(lambda q, k, v, m: flash_attention(q, k, v, pos, seg, pos, seg, mask=m,
                                                      scale=scale, **variant,
-                                                     logits_soft_cap=w.soft_cap, sinks=sinks))
+                                                     logits_soft_cap=w.soft_cap, sinks=sinks,
+                                                     backend=backend))
 
     @jax.jit
     def fwdbwd(q, k, v, m, dout):
@@ -149,7 +154,11 @@ def bench_ours(w: Workload, args):
 
     out = fwd(q, k, v, masks)
     dout = jnp.asarray(np.random.default_rng(3).standard_normal(out.shape), dt)
-    row = Row("kvax (ours)", w.seq_len, mask_ms=mask_ms)
+    from kvax._src.attention import backends
+
+    resolved = backends.resolve(backend, q, k, v, fwd_params=masks[0].params)
+    label = "kvax (ours)" if backend == args.backend else f"kvax (ours, {backend})"
+    row = Row(label, w.seq_len, mask_ms=mask_ms, detail=f"backend {resolved}")
     row.fwd_ms = median_ms(lambda: fwd(q, k, v, masks), args.repeats)
     if args.mode.endswith("bwd"):
         row.fwdbwd_ms = median_ms(lambda: fwdbwd(q, k, v, masks, dout), args.repeats)
@@ -263,11 +272,16 @@ def run_gpu(args, save):
     for seq_len in args.seq_lens or [16384, 65536]:
         w = for_args(args, seq_len)
         start = time.perf_counter()
-        ours, ours_out, masks, block_flops = bench_ours(w, args)
+        ours, ours_out, masks, block_flops = bench_ours(w, args, args.backend)
         ours.wall_s = time.perf_counter() - start
         if args.show_attention_mask:
             print(masks[0].format())
         entries = [ours]
+        for backend in filter(None, args.also_backends.split(",")):
+            start = time.perf_counter()
+            row, out, _, _ = bench_ours(w, args, backend)
+            row.rel_err_vs_ours, row.wall_s = rel_err(out, ours_out), time.perf_counter() - start
+            entries.append(row)
         for peer in peers:
             start = time.perf_counter()
             try:

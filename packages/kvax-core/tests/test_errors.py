@@ -219,7 +219,8 @@ def test_backend_registry_falls_through():
     register_backend(Refuses(), priority=100)
     try:
         assert backend_names()[0] == "refuses" and backend_names()[-1] == "auto"
-        assert backends.resolve("auto", *(args()[n] for n in ("query", "key", "value"))) == "xla"
+        qkv = (args()[n] for n in ("query", "key", "value"))
+        assert backends.resolve("auto", *qkv, fwd_params=FlashAttentionParamsConfig()) == "xla"
         flash_attention(**args())  # auto: runs on xla
         with pytest.raises(NotImplementedError, match="never runs"):
             flash_attention(**args(), backend="refuses")

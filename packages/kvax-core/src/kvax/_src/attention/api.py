@@ -137,11 +137,11 @@ def _check_masks(mask, batch, q_len, kv_len, fwd_params, bwd_params,
     return masks
 
 
-def resolve_backend(backend: str, query, key, value) -> str:
+def resolve_backend(backend: str, query, key, value, fwd_params) -> str:
     """A registered backend's name: the one asked for, or for "auto" the first that can run."""
     if not isinstance(backend, str):
         raise ValueError(f"backend must be one of {backends.names()}, got {backend!r}")
-    return backends.resolve(backend, query, key, value)
+    return backends.resolve(backend, query, key, value, fwd_params=fwd_params)
 
 
 def flash_attention_local(query, key, value, query_positions, query_segment_ids, kv_positions,
@@ -168,7 +168,7 @@ def flash_attention_local(query, key, value, query_positions, query_segment_ids,
     masks = () if mask is None else _check_masks(mask, batch, q_len, kv_len, fwd_params,
                                                  bwd_params, variant)
     fwd_params, bwd_params = resolve_params(fwd_params, bwd_params, masks)
-    resolved = resolve_backend(backend, query, key, value)
+    resolved = resolve_backend(backend, query, key, value, fwd_params)
     layout = as_int32(query_positions, query_segment_ids, kv_positions, kv_segment_ids)
     skip_pad = masks[0].skip_pad_tokens if masks else True
     if not masks:

@@ -1,7 +1,8 @@
 """The registry of attention backends: one object per backend, chosen by name or by "auto".
 
-A backend says what it cannot do by raising NotImplementedError from `check`, so "auto" falls
-through to the next one in priority order (triton before xla). Each owns its default kernel
+A backend says what it cannot do by raising NotImplementedError from `check` (the arrays) or
+`check_call` (the call's block sizes and options), so "auto" falls through to the next one in
+priority order (mosaic, then triton, then xla). Each owns its default kernel
 parameters per device kind. Every backend keeps one residual convention: the forward returns the
 output [B, T, N, Hv] in the inputs' dtype and the logsumexp [B, N, T] in float32 natural-log
 units of the (scaled, capped) logits, sinks included, and -inf on rows with nothing to attend.
@@ -24,6 +25,10 @@ class Backend:
 
     def check(self, query, key, value, *, platform: str) -> None:
         """Raise NotImplementedError (saying why) if this backend cannot run the call."""
+
+    def check_call(self, *, fwd_params: FlashAttentionParamsConfig) -> None:
+        """Raise NotImplementedError if this backend cannot run with these forward block sizes
+        (the forward mask's)."""
 
     def default_params(self, device_kind: str, *, backward: bool) -> FlashAttentionParamsConfig:
         return FlashAttentionParamsConfig()
@@ -65,7 +70,7 @@ class TritonBackend(Backend):
     def check(self, query, key, value, *, platform: str) -> None:
         if platform != "gpu":
             raise NotImplementedError(
-                f"backend='triton' needs a CUDA GPU; JAX's default backend is {platform!r}. Use "
+                f"backend={self.name!r} needs a CUDA GPU; JAX's default backend is {platform!r}. Use "
                 "backend='auto' or 'xla' for the pure-JAX path")
         validate.check_head_dims_supported(query, value)
 
@@ -95,6 +100,48 @@ class TritonBackend(Backend):
                                    logits_soft_cap=opts.logits_soft_cap)
 
 
+class MosaicBackend(TritonBackend):
+    """Hopper: the forward in Pallas Mosaic GPU (mosaic_fwd.py: TMA, warp-specialised producer
+    and two ping-ponging consumer warpgroups), the backward in Triton. bfloat16/float16, head
+    dims 64, 128 and 256 (equal for keys and values), forward mask blocks of multiples of 128 x
+    64; other calls fall through to triton."""
+
+    name = "mosaic"
+
+    def check(self, query, key, value, *, platform: str) -> None:
+        from kvax._src.config import current_device_kind
+
+        super().check(query, key, value, platform=platform)
+        kind = current_device_kind()
+        if not is_hopper(kind):
+            raise NotImplementedError(f"backend='mosaic' needs a Hopper GPU (H100/H200), got {kind}")
+        dtypes = {str(x.dtype) for x in (query, key, value)}
+        if not dtypes <= {"bfloat16", "float16"} or len(dtypes) > 1:
+            raise NotImplementedError(
+                f"backend='mosaic' takes bfloat16 or float16 query, key and value of one dtype, got "
+                f"{query.dtype}, {key.dtype}, {value.dtype}")
+        h, hv = query.shape[-1], value.shape[-1]
+        if h != hv or h not in (64, 128, 256):
+            raise NotImplementedError(
+                f"backend='mosaic' takes head dims 64, 128 or 256, equal for keys and values, got "
+                f"query {h}, value {hv}")
+
+    def check_call(self, *, fwd_params: FlashAttentionParamsConfig) -> None:
+        from kvax._src.attention import mosaic_fwd
+
+        why = mosaic_fwd.supported((fwd_params.query_block_size, fwd_params.kv_block_size))
+        if why:
+            raise NotImplementedError(why)
+
+    def forward(self, opts, q, k, v, scale, sinks, q_pos, q_seg, kv_pos, kv_seg, fwd_mask):
+        from kvax._src.attention import mosaic_fwd
+        from kvax._src.config import PADDING_SEGMENT_ID
+
+        return mosaic_fwd.forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, fwd_mask,
+                                  variant=opts.variant, pad_id=PADDING_SEGMENT_ID,
+                                  logits_soft_cap=opts.logits_soft_cap, sinks=sinks)
+
+
 _REGISTRY: dict[str, tuple[int, Backend]] = {}
 
 
@@ -118,16 +165,20 @@ def _platform() -> str:
     return jax.default_backend()
 
 
-def resolve(name: str, query, key, value) -> str:
+def resolve(name: str, query, key, value, *, fwd_params: FlashAttentionParamsConfig) -> str:
     """The backend that runs a call: the one named (NotImplementedError if it cannot), or with
     "auto" the first in priority order that can."""
+    def check(backend: Backend) -> None:
+        backend.check(query, key, value, platform=_platform())
+        backend.check_call(fwd_params=fwd_params)
+
     if name != "auto":
-        get(name).check(query, key, value, platform=_platform())
+        check(get(name))
         return name
     reasons = []
     for candidate in names()[:-1]:
         try:
-            get(candidate).check(query, key, value, platform=_platform())
+            check(get(candidate))
             return candidate
         except NotImplementedError as err:
             reasons.append(f"{candidate}: {err}")
@@ -141,5 +192,6 @@ def default_params(device_kind: str, *, backward: bool) -> FlashAttentionParamsC
     return backend.default_params(device_kind, backward=backward)
 
 
+register(MosaicBackend(), priority=20)
 register(TritonBackend(), priority=10)
 register(XlaBackend(), priority=0)

@@ -1,0 +1,301 @@
+"""Hopper forward in Pallas Mosaic GPU, driven by our block mask (experimental).
+
+One program per (query head, block of 2 x block_q query rows, batch row), three warpgroups: a
+producer that streams the key/value tiles the block mask visits into a ring of shared-memory
+slots by TMA, and two consumers, each owning block_q query rows, that take turns on the tensor
+cores (one runs its softmax while the other's QK^T or PV is in flight; the schedule barrier
+orders them). Tiles in [lower_full, upper_full) skip the element mask; the others apply the
+document/causal/window rule to the tile's segment ids and positions, read from global memory in
+the accumulator's column layout. Consumers get most registers, the producer few.
+
+Inputs are padded to whole tiles (padding rows get the padding segment id, so the rule hides
+them) and padding values are zeroed first (P = 0 times NaN is NaN: the kernel cannot zero a
+shared-memory tile both consumers read). The residuals follow backends.py: the logsumexp in
+natural log, -inf on rows with nothing to attend.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from kvax._src.attention.mask import AttentionMask
+from kvax._src.attention.variant import MaskVariant
+
+LOG2E = math.log2(math.e)
+
+
+@dataclasses.dataclass(frozen=True)
+class MosaicConfig:
+    block_q: int = 64  # query rows per consumer warpgroup; a program holds two
+    block_kv: int = 128
+    stages: int = 2  # key/value tiles in flight
+    layout_by_tma: bool = False  # tiles' ids/positions by TMA into shared memory, not loads
+
+    @property
+    def rows(self) -> int:
+        return 2 * self.block_q
+
+
+def _round_up(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+def _pad_tokens(x, length: int, value):
+    extra = length - x.shape[1]
+    if extra == 0:
+        return x
+    widths = [(0, 0)] * x.ndim
+    widths[1] = (0, extra)
+    return jnp.pad(x, widths, constant_values=value)
+
+
+def choose_config(mask: AttentionMask, head_dim: int) -> MosaicConfig:
+    """Tiles for this mask and head dim (measured on an H100, docs/bench/h100-2026-11-23-mosaic):
+    128-key tiles and two stages where shared memory allows, 64-key tiles otherwise."""
+    block_kv = 128 if head_dim <= 128 and mask.col_block % 128 == 0 else 64
+    return MosaicConfig(block_q=64, block_kv=block_kv, stages=2)
+
+
+def supported(mask_blocks: tuple[int, int]) -> str | None:
+    """Why masks of these (row, column) blocks cannot drive the kernel, or None."""
+    rows, cols = mask_blocks
+    if rows % MosaicConfig().rows or cols % 64:
+        return (f"the Mosaic forward needs mask blocks that are multiples of "
+                f"{MosaicConfig().rows}x64, got {rows}x{cols}")
+    return None
+
+
+def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *,
+            variant: MaskVariant, pad_id: int, config: MosaicConfig | None = None,
+            logits_soft_cap: float | None = None, sinks=None):
+    """(output [B, T, N, H] in q's dtype, logsumexp [B, N, T] float32 natural log); sinks [N] or
+    None; logits_soft_cap c turns the scaled logits x into c * tanh(x / c)."""
+    import jax.experimental.pallas as pl
+    import jax.experimental.pallas.mosaic_gpu as plgpu
+
+    b, t, n, h = q.shape
+    s_len, num_kv = k.shape[1], k.shape[2]
+    group = n // num_kv
+    dtype = q.dtype
+    config = config or choose_config(mask, h)
+    block_q, block_kv, stages, rows = config.block_q, config.block_kv, config.stages, config.rows
+    if mask.row_block % rows or mask.col_block % block_kv:
+        raise NotImplementedError(
+            f"the Mosaic forward needs a mask whose blocks are multiples of {rows}x{block_kv}, got "
+            f"{mask.row_block}x{mask.col_block}")
+    row_ratio, col_ratio = mask.row_block // rows, mask.col_block // block_kv
+    t_pad, s_pad = _round_up(t, rows), _round_up(s_len, block_kv)
+    num_q_tiles, num_kv_tiles = t_pad // rows, s_pad // block_kv
+
+    kv_live = kv_seg != pad_id
+    v = jnp.where(kv_live[:, :, None, None], v, jnp.zeros((), v.dtype))
+    q = _pad_tokens(q, t_pad, 0)
+    k = _pad_tokens(k, s_pad, 0)
+    v = _pad_tokens(v, s_pad, 0)
+    q_lay = jnp.stack([_pad_tokens(q_pos, t_pad, 0), _pad_tokens(q_seg, t_pad, pad_id)], 1)
+    k_lay = jnp.stack([_pad_tokens(kv_pos, s_pad, 0), _pad_tokens(kv_seg, s_pad, pad_id)], 1)
+    bounds = jnp.stack(mask.flatten(), axis=-1).astype(jnp.int32)  # [B, R, 4]
+    # logits in log2 units: s * LOG2E, or with a cap c: tanh(s / c) * (c * LOG2E)
+    cap = logits_soft_cap
+    qk_scale = jnp.asarray(scale, jnp.float32) * (LOG2E if cap is None else 1.0 / cap)
+    sink_logits = jnp.zeros((n,), jnp.float32) if sinks is None else sinks.astype(jnp.float32)
+    factors = jnp.concatenate([qk_scale.reshape(1), sink_logits * LOG2E])
+    low, high = variant.diff_bounds
+
+    def allowed(qp, qs, kp, ks):
+        ok = (qs == ks) & (qs != pad_id)
+        if low is not None:
+            ok = ok & (qp >= kp + low)
+        if high is not None:
+            ok = ok & (qp <= kp + high)
+        return ok
+
+    row_layout = plgpu.Layout.WGMMA.reduce(1)
+    col_layout = plgpu.Layout.WGMMA.reduce(0)
+
+    def kernel(q_ref, k_ref, v_ref, qlay_ref, klay_ref, bounds_ref, factors_ref, out_ref, lse_ref,
+               scoped):
+        batch = lax.axis_index("batch")
+        head = lax.axis_index("heads")
+        tile = num_q_tiles - 1 - lax.axis_index("q_seq")  # later (heavier) blocks first
+        wg = lax.axis_index("wg")
+        (qo_smem2, k_smem, v_smem, lse_smem2, klay_smem), loaded, freed, schedule = scoped
+        k_ready, v_ready, q_ready, lay_ready = loaded
+        k_free, v_free = freed
+
+        row = tile // row_ratio
+        last = jnp.int32(num_kv_tiles)
+
+        def bound(i):
+            return jnp.minimum(bounds_ref[batch, row, i] * col_ratio, last)
+
+        lo, hi = bound(0), bound(1)
+        hi = jnp.maximum(hi, lo)
+        lf = jnp.clip(bound(2), lo, hi)
+        uf = jnp.clip(bound(3), lf, hi)
+        steps = hi - lo
+
+        def sync():
+            plgpu.barrier_arrive(schedule)
+            plgpu.barrier_wait(schedule)
+
+        @pl.when(wg < 2)
+        def _consumer():
+            plgpu.set_max_registers(232, action="increase")
+            qo_smem = qo_smem2.at[wg]
+            lse_smem = lse_smem2.at[wg]
+            q_start = tile * rows + wg * block_q
+            plgpu.copy_gmem_to_smem(q_ref.at[batch, pl.ds(q_start, block_q), head], qo_smem,
+                                    q_ready.at[wg])
+            q_pos_r = plgpu.load(qlay_ref.at[batch, 0, pl.ds(q_start, block_q)],
+                                 layout=row_layout, optimized=False)
+            q_seg_r = plgpu.load(qlay_ref.at[batch, 1, pl.ds(q_start, block_q)],
+                                 layout=row_layout, optimized=False)
+            c = factors_ref[0]
+            plgpu.barrier_wait(q_ready.at[wg])
+            m_i = plgpu.layout_cast(jnp.full((block_q,), -jnp.inf, jnp.float32), row_layout)
+            l_i = plgpu.layout_cast(jnp.full((block_q,), 0.0, jnp.float32), row_layout)
+            acc = plgpu.layout_cast(jnp.full((block_q, h), 0.0, jnp.float32),
+                                    plgpu.Layout.WGMMA)
+
+            @pl.when(steps > 0)
+            def _():
+                plgpu.barrier_wait(k_ready.at[0])
+
+            pl.when(wg == 1)(sync)
+
+            def step(i, carry, masked: bool):
+                acc, m_i, l_i = carry
+                slot = lax.rem(i, stages)
+
+                def qk_scope(acc_ref):
+                    plgpu.wgmma(acc_ref, qo_smem, k_smem.at[slot].transpose((1, 0)))
+                    sync()
+                    return acc_ref[...]
+
+                s = pl.run_scoped(qk_scope, plgpu.ACC((block_q, block_kv), jnp.float32))
+                plgpu.barrier_arrive(k_free.at[slot])
+                s = s * c if cap is None else jnp.tanh(s * c) * (cap * LOG2E)
+                if config.layout_by_tma:
+                    plgpu.barrier_wait(lay_ready.at[slot])
+                if masked:
+                    if config.layout_by_tma:
+                        k_pos_c = plgpu.load(klay_smem.at[slot, 0], layout=col_layout)
+                        k_seg_c = plgpu.load(klay_smem.at[slot, 1], layout=col_layout)
+                    else:
+                        k_start = (lo + i) * block_kv
+                        k_pos_c = plgpu.load(klay_ref.at[batch, 0, pl.ds(k_start, block_kv)],
+                                             layout=col_layout, optimized=False)
+                        k_seg_c = plgpu.load(klay_ref.at[batch, 1, pl.ds(k_start, block_kv)],
+                                             layout=col_layout, optimized=False)
+                    shape = (block_q, block_kv)
+                    ok = allowed(lax.broadcast_in_dim(q_pos_r, shape, [0]),
+                                 lax.broadcast_in_dim(q_seg_r, shape, [0]),
+                                 lax.broadcast_in_dim(k_pos_c, shape, [1]),
+                                 lax.broadcast_in_dim(k_seg_c, shape, [1]))
+                    s = jnp.where(ok, s, -jnp.inf)
+                m_new = jnp.maximum(m_i, s.max(axis=1))
+                m_use = jnp.where(m_new == -jnp.inf, 0.0, m_new) if masked else m_new
+                alpha = jnp.exp2(m_i - m_use)
+                p = jnp.exp2(s - lax.broadcast_in_dim(m_use, s.shape, [0]))
+                acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
+                l_i = l_i * alpha + p.sum(axis=1)
+                p16 = p.astype(dtype)
+                acc, l_i, m_new, p16 = lax.optimization_barrier((acc, l_i, m_new, p16))
+                plgpu.barrier_arrive(schedule)
+                plgpu.barrier_wait(v_ready.at[slot])
+                plgpu.barrier_wait(schedule)
+
+                def pv_scope(acc_ref):
+                    plgpu.wgmma(acc_ref, p16, v_smem.at[slot])
+
+                    @pl.when(i + 1 < steps)
+                    def _():
+                        plgpu.barrier_wait(k_ready.at[lax.rem(i + 1, stages)])
+
+                acc = pl.run_state(pv_scope)(plgpu.ACC.init(acc))
+                plgpu.barrier_arrive(v_free.at[slot])
+                return acc, m_new, l_i
+
+            carry = (acc, m_i, l_i)
+            carry = lax.fori_loop(0, lf - lo, lambda i, c_: step(i, c_, True), carry)
+            carry = lax.fori_loop(lf - lo, uf - lo, lambda i, c_: step(i, c_, False), carry)
+            acc, m_i, l_i = lax.fori_loop(uf - lo, steps, lambda i, c_: step(i, c_, True), carry)
+            pl.when(wg == 0)(sync)
+
+            live = l_i > 0.0
+            if sinks is not None:  # the head's sink logit joins live rows' denominators
+                sink = factors_ref[1 + head]
+                m_f = jnp.where(live, jnp.maximum(m_i, sink), m_i)
+                alpha = jnp.where(live, jnp.exp2(m_i - m_f), 1.0)
+                l_i = jnp.where(live, l_i * alpha + jnp.exp2(sink - m_f), l_i)
+                acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
+                m_i = m_f
+            l_safe = jnp.where(live, l_i, 1.0)
+            acc = acc * lax.broadcast_in_dim(1.0 / l_safe, acc.shape, [0])
+            qo_smem[...] = acc.astype(dtype)
+            lse_smem[...] = jnp.where(live, (m_i + jnp.log2(l_safe)) * (1.0 / LOG2E), -jnp.inf)
+            plgpu.commit_smem()
+            plgpu.copy_smem_to_gmem(qo_smem, out_ref.at[batch, pl.ds(q_start, block_q), head])
+            plgpu.copy_smem_to_gmem(lse_smem, lse_ref.at[batch, head, pl.ds(q_start, block_q)])
+            plgpu.wait_smem_to_gmem(0)
+
+        @pl.when(wg == 2)
+        def _producer():
+            plgpu.set_max_registers(40, action="decrease")
+            kv_head = lax.div(head, jnp.int32(group))
+
+            def issue(i, slot, wait):
+                tiles = (batch, pl.ds((lo + i) * block_kv, block_kv), kv_head)
+                if wait:
+                    plgpu.barrier_wait(k_free.at[slot])
+                plgpu.copy_gmem_to_smem(k_ref.at[tiles], k_smem.at[slot], k_ready.at[slot])
+                if wait:
+                    plgpu.barrier_wait(v_free.at[slot])
+                plgpu.copy_gmem_to_smem(v_ref.at[tiles], v_smem.at[slot], v_ready.at[slot])
+                if config.layout_by_tma:
+                    plgpu.copy_gmem_to_smem(
+                        klay_ref.at[batch, :, pl.ds((lo + i) * block_kv, block_kv)],
+                        klay_smem.at[slot], lay_ready.at[slot])
+
+            for i in range(stages):
+                pl.when(i < steps)(lambda i=i: issue(i, i, False))
+
+            @pl.loop(0, jnp.maximum(steps - stages, 0))
+            def _(i):
+                issue(i + stages, lax.rem(i, stages), True)
+
+    def entry(q_ref, k_ref, v_ref, qlay_ref, klay_ref, bounds_ref, factors_ref, out_ref, lse_ref):
+        tiled = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
+        smem = [
+            plgpu.SMEM((2, block_q, h), dtype, transforms=tiled),
+            plgpu.SMEM((stages, block_kv, h), dtype, transforms=tiled),
+            plgpu.SMEM((stages, block_kv, h), dtype, transforms=tiled),
+            plgpu.SMEM((2, block_q), jnp.float32),
+            plgpu.SMEM((stages, 2, block_kv), jnp.int32) if config.layout_by_tma else None,
+        ]
+        loaded = (plgpu.Barrier(num_barriers=stages), plgpu.Barrier(num_barriers=stages),
+                  plgpu.Barrier(num_barriers=2),
+                  plgpu.Barrier(num_barriers=stages) if config.layout_by_tma else None)
+        freed = (plgpu.Barrier(num_arrivals=2, num_barriers=stages),) * 2
+        pl.run_scoped(
+            lambda *scoped: kernel(q_ref, k_ref, v_ref, qlay_ref, klay_ref, bounds_ref,
+                                   factors_ref, out_ref, lse_ref, scoped),
+            smem, loaded, freed, plgpu.Barrier(num_arrivals=2), collective_axes="wg")
+
+    out, lse = plgpu.kernel(
+        entry,
+        out_type=(jax.ShapeDtypeStruct((b, t_pad, n, h), dtype),
+                  jax.ShapeDtypeStruct((b, n, t_pad), jnp.float32)),
+        grid=(n, num_q_tiles, b),
+        grid_names=("heads", "q_seq", "batch"),
+        num_threads=3,
+        thread_name="wg",
+        compiler_params=plgpu.CompilerParams(approx_math=True),
+    )(q, k, v, q_lay, k_lay, bounds, factors)
+    return out[:, :t], lse[:, :, :t]

@@ -1,0 +1,226 @@
+"""The Hopper backend ("mosaic": the Pallas Mosaic GPU forward, the Triton backward).
+
+On any machine: the kernel lowers for CUDA (Mosaic GPU's own passes run here, so kernel errors
+show in CI) for every variant, dtype, head dim and tile choice, and the backend refuses what it
+cannot run. On a Hopper GPU: outputs, logsumexp and gradients against kvax-testing's float64
+reference with the baseline-tied tolerance, NaN and Inf in the padding, and "auto" choosing it."""
+
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from kvax._src.attention import backends, mosaic_fwd
+from kvax._src.attention.mask import build_masks
+from kvax._src.attention.variant import MaskVariant
+from kvax._src.config import PADDING_SEGMENT_ID, current_device_kind, is_hopper
+from kvax.ops import create_attention_mask, flash_attention
+from kvax.utils import FlashAttentionParamsConfig
+from kvax_testing import check_attention, mask_terms, packed_batch, soft_cap
+
+FWD = FlashAttentionParamsConfig(query_block_size=128, kv_block_size=128, num_warps=8,
+                                 num_stages=3)
+BWD = FlashAttentionParamsConfig(query_block_size=64, kv_block_size=64, num_warps=4, num_stages=2)
+
+
+def _lower(h, dtype, variant, config, *, cap=None, sinks=False, t=1000, s=1000):
+    q = jnp.zeros((1, t, 4, h), dtype)
+    k = jnp.zeros((1, s, 2, h), dtype)
+    q_pos, kv_pos = (jnp.arange(n, dtype=jnp.int32)[None] for n in (t, s))
+    q_seg, kv_seg = jnp.zeros((1, t), jnp.int32), jnp.zeros((1, s), jnp.int32)
+    params = FlashAttentionParamsConfig(query_block_size=128, kv_block_size=128)
+    (mask,) = build_masks(q_pos, q_seg, kv_pos, kv_seg, fwd_params=params, bwd_params=None,
+                          skip_pad_tokens=True, variant=variant)
+    sink_logits = jnp.zeros((4,), jnp.float32) if sinks else None
+
+    def fn(q, k, v, scale):
+        return mosaic_fwd.forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask,
+                                  variant=variant, pad_id=PADDING_SEGMENT_ID, config=config,
+                                  logits_soft_cap=cap, sinks=sink_logits)
+
+    return jax.jit(fn).trace(q, k, k, jnp.float32(0.1)).lower(lowering_platforms=("cuda",))
+
+
+LOWERINGS = [
+    (128, "bfloat16", MaskVariant(), None, {}),
+    (128, "bfloat16", MaskVariant(), mosaic_fwd.MosaicConfig(layout_by_tma=True), {}),
+    (64, "float16", MaskVariant(False), mosaic_fwd.MosaicConfig(block_kv=64, stages=3), {}),
+    (256, "bfloat16", MaskVariant(True, (100, 0)), None, dict(sinks=True)),
+    (128, "bfloat16", MaskVariant(False, (9, 4)), None, dict(cap=30.0, sinks=True, t=1, s=300)),
+]
+
+
+@pytest.mark.parametrize("h,dtype,variant,config,extra", LOWERINGS)
+def test_forward_lowers_for_cuda(h, dtype, variant, config, extra):
+    """One Mosaic GPU kernel per call, and its shared memory fits an H100 (the lowering checks
+    the budget and raises past it)."""
+    text = _lower(h, jnp.dtype(dtype), variant, config, **extra).as_text()
+    assert re.findall(r"stablehlo.custom_call @(\w+)", text) == ["mosaic_gpu_v2"]
+
+
+def test_tiles_follow_the_head_dim_and_the_mask():
+    mask = build_masks(*(jnp.zeros((1, 256), jnp.int32),) * 4, fwd_params=FWD, bwd_params=None,
+                       skip_pad_tokens=True)[0]
+    assert mosaic_fwd.choose_config(mask, 128).block_kv == 128
+    assert mosaic_fwd.choose_config(mask, 256).block_kv == 64  # two 128-key stages do not fit
+    assert mosaic_fwd.supported((128, 128)) is None
+    assert mosaic_fwd.supported((256, 64)) is None
+    assert "128x64" in mosaic_fwd.supported((64, 128))
+    assert "128x64" in mosaic_fwd.supported((128, 32))
+
+
+def test_backend_refuses_what_it_cannot_run():
+    """Explicitly asked for, it says why; "auto" falls through past it (here to xla)."""
+    backend = backends.get("mosaic")
+    q = jnp.zeros((1, 8, 2, 128), jnp.bfloat16)
+    with pytest.raises(NotImplementedError, match="mosaic"):
+        backend.check(q, q, q, platform="cpu")
+    with pytest.raises(NotImplementedError, match="multiples of 128x64"):
+        backend.check_call(fwd_params=FlashAttentionParamsConfig(query_block_size=64))
+    assert backends.resolve("auto", q, q, q, fwd_params=FWD) == "xla"
+    assert backends.names()[:3] == ("mosaic", "triton", "xla")
+
+
+# --- on a Hopper GPU ---------------------------------------------------------------------------
+
+hopper = pytest.mark.skipif(
+    jax.default_backend() != "gpu" or not is_hopper(current_device_kind()),
+    reason="needs a Hopper GPU (H100/H200)")
+
+
+def attention(fwd, bwd, scale, backend="mosaic", **variant):
+    mask_variant = {k: variant[k] for k in ("is_causal", "local_window_size") if k in variant}
+
+    def fn(q, k, v, *layout, **sinks):
+        masks = create_attention_mask(*layout, fwd_params=fwd, bwd_params=bwd, calc_bwd_mask=True,
+                                      **mask_variant)
+        return flash_attention(q, k, v, *layout, mask=masks, scale=scale, fwd_params=fwd,
+                               bwd_params=bwd, backend=backend, **variant, **sinks)
+    return jax.jit(fn)
+
+
+# (layout, heads (N, K), head dim, dtype, query length, forward blocks)
+CASES = [
+    dict(kv_len=1000, heads=(4, 2), head_dim=128, dtype="bfloat16",
+         layout=dict(segment_ids="shuffled", num_docs=(3, 9))),
+    dict(kv_len=777, q_len=300, heads=(6, 2), head_dim=64, dtype="float16",
+         layout=dict(segment_ids="reused")),
+    dict(kv_len=300, q_len=1, heads=(4, 1), head_dim=128, dtype="bfloat16"),  # decode, MQA
+    dict(kv_len=513, heads=(2, 2), head_dim=256, dtype="bfloat16", layout=dict(positions="zeros")),
+    dict(kv_len=384, heads=(4, 4), head_dim=128, dtype="bfloat16", batch=1,
+         layout=dict(pad_tokens=0, num_docs=1, positions="global")),
+    dict(kv_len=1500, heads=(4, 2), head_dim=64, dtype="bfloat16",
+         layout=dict(segment_ids="large", num_docs=(20, 40))),
+    dict(kv_len=900, heads=(4, 2), head_dim=128, dtype="bfloat16",
+         fwd=FlashAttentionParamsConfig(query_block_size=256, kv_block_size=64)),
+]
+
+
+def _batch(case, seed):
+    n, k = case["heads"]
+    return packed_batch(seed, batch=case.get("batch", 2), kv_len=case["kv_len"],
+                        q_len=case.get("q_len"), num_heads=n, num_kv_heads=k,
+                        head_dim=case["head_dim"], dtype=case["dtype"], poison_padding=True,
+                        **case.get("layout", {}))
+
+
+def _case_id(case):
+    n, k = case["heads"]
+    return (f"S{case['kv_len']}-T{case.get('q_len', case['kv_len'])}-N{n}K{k}-H{case['head_dim']}"
+            f"-{case['dtype']}" + ("-fwd256x64" if "fwd" in case else ""))
+
+
+VARIANTS = [
+    {},
+    dict(is_causal=False),
+    dict(local_window_size=17),
+    dict(is_causal=False, local_window_size=(9, 4)),
+    dict(logits_soft_cap=5.0),
+    dict(sinks=True),
+    dict(sinks=True, logits_soft_cap=4.0, local_window_size=(40, 0)),
+    dict(return_residual=True, is_causal=False),
+]
+
+
+def _check(case, variant, seed):
+    batch = _batch(case, seed)
+    scale = case["head_dim"] ** -0.5
+    variant = dict(variant)
+    sinks = None
+    if variant.pop("sinks", False):
+        sinks = np.random.default_rng(seed).normal(0.5, 1.5, case["heads"][0]).astype(np.float32)
+        sinks[-1] = -np.inf
+    cap = variant.get("logits_soft_cap")
+    fn = attention(case.get("fwd", FWD), BWD, scale, **variant)
+    return check_attention(fn, batch, scale=scale, seed=seed,
+                           mask_terms=mask_terms(**{k: v for k, v in variant.items()
+                                                    if k in ("is_causal", "local_window_size")}),
+                           logits_fn=None if cap is None else soft_cap(cap), sinks=sinks,
+                           residual=variant.get("return_residual", False))
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("case", CASES, ids=_case_id)
+def test_matches_reference(case):
+    seed = int(np.random.SeedSequence().entropy % 2**31)
+    report = _check(case, {}, seed)
+    assert report.ok, f"seed={seed}\n{report}"
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: "-".join(f"{k}={v[k]}" for k in v)
+                         or "default")
+@pytest.mark.parametrize("case", [CASES[0], CASES[1], CASES[3]], ids=_case_id)
+def test_variants_match_reference(variant, case):
+    seed = int(np.random.SeedSequence().entropy % 2**31)
+    report = _check(case, variant, seed)
+    assert report.ok, f"seed={seed}\n{report}"
+
+
+@pytest.mark.gpu
+@hopper
+def test_auto_picks_mosaic_and_falls_through():
+    """Default params: "auto" runs the Mosaic forward (the same bits as backend="mosaic"); a
+    float32 call, a head dim of 96 or 64-row masks fall through to triton."""
+    batch = _batch(CASES[0], 5)
+    layout = [jnp.asarray(a) for a in batch.layout.arrays]
+    q, k, v = batch.query, batch.key, batch.value
+
+    def run(backend):
+        return np.asarray(flash_attention(q, k, v, *layout, scale=0.1, backend=backend),
+                          np.float32)
+
+    assert backends.resolve("auto", q, k, v, fwd_params=FWD) == "mosaic"
+    np.testing.assert_array_equal(run("auto"), run("mosaic"))
+    f32 = jnp.zeros((1, 8, 2, 128), jnp.float32)
+    h96 = jnp.zeros((1, 8, 2, 96), jnp.bfloat16)
+    assert backends.resolve("auto", f32, f32, f32, fwd_params=FWD) == "triton"
+    assert backends.resolve("auto", h96, h96, h96, fwd_params=FWD) == "triton"
+    assert backends.resolve("auto", q, k, v, fwd_params=BWD) == "triton"
+
+
+@pytest.mark.gpu
+@hopper
+def test_deterministic_and_padding_exact():
+    """Bitwise reruns; padding rows give exactly 0 output and 0 gradients with NaN/Inf there."""
+    batch = _batch(CASES[0], 6)
+    layout = [jnp.asarray(a) for a in batch.layout.arrays]
+    fn = attention(FWD, BWD, 0.1)
+    pad = batch.layout.query_segment_ids == -1
+
+    def step(q, k, v):
+        out, vjp = jax.vjp(lambda *x: fn(*x, *layout), q, k, v)
+        return (out, *vjp(jnp.ones_like(out)))
+
+    first = [np.asarray(x, np.float32) for x in step(batch.query, batch.key, batch.value)]
+    again = [np.asarray(x, np.float32) for x in step(batch.query, batch.key, batch.value)]
+    for a, b in zip(first, again):
+        np.testing.assert_array_equal(a, b)
+    assert pad.any()
+    for x in first:
+        assert np.all(np.isfinite(x))
+    assert np.all(first[0][pad] == 0) and np.all(first[1][pad] == 0)

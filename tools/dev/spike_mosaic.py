@@ -1,0 +1,165 @@
+"""Spike (issue: FA3-class speed): the Pallas Mosaic GPU forward (mosaic_fwd.py), driven by our
+block mask, against today's Triton forward; same inputs, one process.
+
+    python tools/dev/spike_mosaic.py [--quick] [--configs 64x128x2,64x128x2t,...]
+
+First a check on small odd shapes with NaN in the padding (both kernels against the float64
+reference, beside bf16 math done plainly), then per workload: fwd ms and TF/s of each kernel and
+configuration, and the largest differences from the Triton output and logsumexp. A config is
+BQxBKVxSTAGES, with a trailing "t" for the tiles' layout by TMA.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import traceback
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from measure import median_ms  # noqa: E402
+from workloads import Workload, inputs  # noqa: E402
+
+
+def parse_config(text: str):
+    from kvax._src.attention.mosaic_fwd import MosaicConfig
+
+    tma = text.endswith("t")
+    bq, bkv, stages = (int(x) for x in text.rstrip("t").split("x"))
+    return MosaicConfig(block_q=bq, block_kv=bkv, stages=stages, layout_by_tma=tma)
+
+
+def _prepare(w: Workload, params):
+    import jax.numpy as jnp
+
+    from kvax._src.attention.variant import MaskVariant
+    from kvax.ops import create_attention_mask
+
+    q, k, v, pos, seg = inputs(w)
+    q, k, v = (jnp.asarray(x, w.dtype) for x in (q, k, v))
+    pos, seg = jnp.asarray(pos), jnp.asarray(seg)
+    (mask,) = create_attention_mask(pos, seg, pos, seg, fwd_params=params, is_causal=w.causal)
+    return q, k, v, pos, seg, mask, MaskVariant(w.causal)
+
+
+def kernels(w: Workload, configs, params):
+    import jax
+    import jax.numpy as jnp
+
+    from kvax._src.attention import mosaic_fwd, triton_fwd
+    from kvax._src.config import PADDING_SEGMENT_ID
+
+    q, k, v, pos, seg, mask, variant = _prepare(w, params)
+    scale = jnp.float32(w.head_dim ** -0.5)
+    fns = {"triton": jax.jit(lambda q, k, v: triton_fwd.forward(
+        q, k, v, scale, pos, seg, pos, seg, mask, sequential=False, params=params))}
+    for text in configs:
+        cfg = parse_config(text)
+        fns[text] = jax.jit(lambda q, k, v, cfg=cfg: mosaic_fwd.forward(
+            q, k, v, scale, pos, seg, pos, seg, mask, variant=variant,
+            pad_id=PADDING_SEGMENT_ID, config=cfg))
+    return (q, k, v, pos, seg), fns
+
+
+def check_small(configs, params) -> bool:
+    """Odd lengths, documents, padding holding NaN: each kernel's error against float64, beside
+    the same math done plainly in bfloat16."""
+    import jax
+    import jax.numpy as jnp
+
+    from kvax_testing.reference import mask_terms, reference_attention
+
+    ok = True
+    for w in (Workload(1000, 5, 77, num_heads=4, num_kv_heads=2, seed=11, ids="shuffled"),
+              Workload(1500, 3, 130, batch=2, num_heads=4, num_kv_heads=1, seed=12),
+              Workload(777, 1, 0, num_heads=2, num_kv_heads=2, seed=13, causal=False),
+              Workload(2048, num_pad_tokens=300, doc_median=90, num_heads=4, num_kv_heads=4,
+                       seed=14)):
+        (q, k, v, pos, seg), fns = kernels(w, configs, params)
+        pad = (seg == -1)[:, :, None, None]
+        qn, kn, vn = (jnp.where(pad, jnp.nan, x) for x in (q, k, v))
+        scale = w.head_dim ** -0.5
+        terms = mask_terms(is_causal=w.causal)
+        with jax.enable_x64(True):
+            ref, ref_lse = reference_attention(*(jnp.asarray(np.asarray(x, np.float64))
+                                                 for x in (q, k, v)), pos, seg, pos, seg,
+                                               scale=scale, dtype=jnp.float64, mask_terms=terms)
+            ref, ref_lse = np.asarray(ref), np.asarray(ref_lse).transpose(0, 2, 1)
+        plain, _ = reference_attention(q, k, v, pos, seg, pos, seg, scale=scale,
+                                       dtype=q.dtype, mask_terms=terms)
+        base = float(np.max(np.abs(np.asarray(plain, np.float64) - ref)))
+        live = np.isfinite(ref_lse)  # [B, T, N]
+        for name, fn in fns.items():
+            try:
+                out, lse = jax.block_until_ready(fn(qn, kn, vn))
+            except Exception:  # noqa: BLE001 - a spike reports and goes on
+                print(f"  {w.name} {name}: FAILED\n{traceback.format_exc()[-3000:]}", flush=True)
+                ok = False
+                continue
+            out = np.asarray(out, np.float64)
+            lse = np.asarray(lse, np.float64).transpose(0, 2, 1)
+            err = float(np.max(np.abs(out - ref))) if np.all(np.isfinite(out)) else float("nan")
+            lse_err = float(np.max(np.abs(np.where(live, lse - ref_lse, 0))))
+            empty_ok = bool(np.all(out[~live] == 0) and np.all(lse[~live] == -np.inf))
+            good = err <= 2 * base and lse_err < 1e-3 and empty_ok
+            ok &= good
+            print(f"  {w.name:<60} {name:<10} err {err:.2e} (bf16 plain {base:.2e}) lse "
+                  f"{lse_err:.1e} empty rows {empty_ok} {'ok' if good else 'WRONG'}", flush=True)
+    return ok
+
+
+def measure(w: Workload, configs, params, repeats: int) -> None:
+    import jax
+
+    (q, k, v, _, _), fns = kernels(w, configs, params)
+    flops = w.flops(backward=False)
+    results = {}
+    for name, fn in fns.items():
+        try:
+            start = time.perf_counter()
+            out, lse = jax.block_until_ready(fn(q, k, v))
+            first = time.perf_counter() - start
+            ms = median_ms(lambda fn=fn: fn(q, k, v), repeats)
+        except Exception:  # noqa: BLE001
+            print(f"  {w.name} {name}: FAILED\n{traceback.format_exc()[-2000:]}", flush=True)
+            continue
+        results[name] = (np.asarray(out, np.float32), np.asarray(lse))
+        diff = lse_diff = 0.0
+        if name != "triton" and "triton" in results:
+            diff = float(np.max(np.abs(results[name][0] - results["triton"][0])))
+            a, b = results[name][1], results["triton"][1]
+            lse_diff = float(np.max(np.abs(np.where(np.isfinite(b), a - b, 0))))
+        print(f"  {w.name:<62} {name:<10} {ms:8.2f} ms {flops / ms / 1e9:6.0f} TF/s  first "
+              f"{first:5.1f} s  max diff {diff:.2e} lse {lse_diff:.1e}", flush=True)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--configs", default="64x128x2,64x128x2t,64x64x3")
+    p.add_argument("--repeats", type=int, default=20)
+    p.add_argument("--quick", action="store_true", help="the 8-document row only")
+    args = p.parse_args(argv)
+    import jax
+
+    from kvax.utils import default_params
+
+    configs = args.configs.split(",")
+    params = default_params(jax.devices()[0].device_kind, backward=False)
+    print("device", jax.devices()[0].device_kind, "jax", jax.__version__, flush=True)
+    print("check (small, NaN in padding):", flush=True)
+    print("check", "passed" if check_small(configs, params) else "FAILED", flush=True)
+    rows = [Workload(65536, 8, 2000),
+            Workload(65536, num_pad_tokens=1000, doc_median=1100, ids="shuffled"),
+            Workload(65536, num_pad_tokens=1000, doc_median=190),
+            Workload(131072, 16, 2000),
+            Workload(65536, 1, 0),
+            Workload(16384, 1, 0, causal=False)]
+    for w in rows[:1] if args.quick else rows:
+        measure(w, configs, params, args.repeats)
+
+
+if __name__ == "__main__":
+    main()
