@@ -392,3 +392,37 @@ def test_kvax_nn_runs_sharded_under_attention_specs(fake_mesh, mesh_device_count
     assert "context" in str(got[0].sharding.spec)
     for a, b in zip(got, want):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=2e-5, rtol=2e-5)
+
+
+@pytest.mark.parametrize("permute", [False, "striped"], ids=["in-order", "striped"])
+def test_hopper_tiles_under_context_parallelism(permute, fake_mesh, mesh_device_count):
+    """bf16, head dim 128, 128x128 forward blocks: on Hopper GPUs each shard's "auto" runs the
+    Mosaic forward (elsewhere the kernels or the pure-JAX path); checked against kvax-testing's
+    float64 reference with the baseline-tied tolerance, NaN and Inf in the padding."""
+    from kvax_testing import check_attention
+
+    devices = min(mesh_device_count, 8)
+    if devices < 2 or devices % 2:
+        pytest.skip(f"context parallelism here needs an even number of devices, have {devices}")
+    fwd = FlashAttentionParamsConfig(query_block_size=128, kv_block_size=128)
+    bwd = FlashAttentionParamsConfig(query_block_size=64, kv_block_size=64)
+    batch = packed_batch(31 + bool(permute), batch=1, kv_len=256 * devices, num_heads=4,
+                         num_kv_heads=2, head_dim=128, num_docs=(3, 7), pad_tokens=(40, 90),
+                         dtype="bfloat16", poison_padding=True)
+    mesh = fake_mesh((devices,), ("context",))
+
+    def sharded(q, k, v, qp, qs, kp, ks):
+        with jax.set_mesh(mesh), attention_specs(query_specs=(None, "context", None, None),
+                                            kv_specs=(None, None, None, None)):
+            if permute:
+                q, k, v, qp, qs = permute_tokens_context_parallelism((q, k, v, qp, qs),
+                                                                     strategy=permute)
+            masks = create_attention_mask(qp, qs, kp, ks, fwd_params=fwd, bwd_params=bwd,
+                                          calc_bwd_mask=True)
+            out = flash_attention(q, k, v, qp, qs, kp, ks, mask=masks, scale=128 ** -0.5,
+                                  fwd_params=fwd, bwd_params=bwd,
+                                  permute_tokens_for_load_balance=permute)
+            return unpermute_tokens_context_parallelism(out, strategy=permute) if permute else out
+
+    report = check_attention(jax.jit(sharded), batch, scale=128 ** -0.5, seed=3)
+    assert report.ok, str(report)
