@@ -412,8 +412,8 @@ def test_hopper_tiles_under_context_parallelism(permute, fake_mesh, mesh_device_
     mesh = fake_mesh((devices,), ("context",))
 
     def sharded(q, k, v, qp, qs, kp, ks):
-        with jax.set_mesh(mesh), attention_specs(query_specs=(None, "context", None, None),
-                                            kv_specs=(None, None, None, None)):
+        with mesh, attention_specs(query_specs=(None, "context", None, None),
+                                   kv_specs=(None, None, None, None)):
             if permute:
                 q, k, v, qp, qs = permute_tokens_context_parallelism((q, k, v, qp, qs),
                                                                      strategy=permute)
