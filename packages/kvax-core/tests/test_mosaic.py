@@ -71,7 +71,7 @@ def test_tiles_follow_the_head_dim_and_the_mask():
     assert "128x64" in mosaic_fwd.supported((128, 32))
 
 
-def test_backend_refuses_what_it_cannot_run():
+def test_backend_refuses_what_it_cannot_run(monkeypatch):
     """Explicitly asked for, it says why; "auto" falls through past it (here to xla)."""
     backend = backends.get("mosaic")
     q = jnp.zeros((1, 8, 2, 128), jnp.bfloat16)
@@ -80,6 +80,14 @@ def test_backend_refuses_what_it_cannot_run():
     with pytest.raises(NotImplementedError, match="multiples of 128x64"):
         backend.check_call(fwd_params=FlashAttentionParamsConfig(query_block_size=64))
     assert backends.resolve("auto", q, q, q, fwd_params=FWD) == "xla"
+    monkeypatch.setattr(backends, "_platform", lambda: "gpu")
+    monkeypatch.setattr("kvax._src.config.current_device_kind", lambda: "NVIDIA H100 80GB HBM3")
+    backend.check(q, q, q, platform="gpu")  # the arrays alone pass
+    for bad, why in [(q.astype(jnp.float32), "bfloat16 or float16"),
+                     (jnp.zeros((1, 8, 2, 96), jnp.bfloat16), "head dims"),
+                     (jax.ShapeDtypeStruct((1, 128 * 65536, 2, 128), jnp.bfloat16), "65535")]:
+        with pytest.raises(NotImplementedError, match=why):
+            backend.check(bad, bad, bad, platform="gpu")
     assert backends.names()[:3] == ("mosaic", "triton", "xla")
 
 

@@ -120,6 +120,11 @@ class MosaicBackend(TritonBackend):
             raise NotImplementedError(
                 f"backend='mosaic' takes bfloat16 or float16 query, key and value of one dtype, got "
                 f"{query.dtype}, {key.dtype}, {value.dtype}")
+        tiles = -(-query.shape[1] // 128)
+        if tiles > 65535 or query.shape[0] > 65535:  # CUDA's grid limit on those axes
+            raise NotImplementedError(
+                f"backend='mosaic' takes up to 65535 blocks of 128 queries and 65535 batch rows, "
+                f"got query shape {tuple(query.shape)}")
         h, hv = query.shape[-1], value.shape[-1]
         if h != hv or h not in (64, 128, 256):
             raise NotImplementedError(
