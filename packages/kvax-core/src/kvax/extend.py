@@ -3,7 +3,9 @@
 - Single-device pieces, for running Kvax inside shard_map or another mapping:
   `create_attention_mask_local`, `flash_attention_local`, `AttentionMask`, `MaskVariant`,
   `make_variant`, `as_int32` and the argument checks in `validate`.
-- Backends: subclass `Backend` and `register_backend(...)` it; "auto" tries backends by priority.
+- Backends: subclass `Backend` and `register_backend(...)` it; "auto" tries backends by priority
+  and skips one whose `check` (the arrays) or `check_call` (the forward block sizes) raises
+  NotImplementedError. Built in: "mosaic" (Hopper), "triton", "xla".
 - Sharded attention: a package registers its implementation with `register_sharded` when
   imported, and declares itself under the entry-point group `SHARDED_ENTRY_POINT_GROUP`, through
   which kvax-core finds it (kvax-core never imports it by name).

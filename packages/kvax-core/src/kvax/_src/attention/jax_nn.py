@@ -81,7 +81,8 @@ def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None
     `local_window_size` (left, right) or an int; `return_residual` adds the logsumexp [B, T, N]
     (natural log). On every row with something to attend the result equals
     jax.nn.dot_product_attention(..., implementation="xla"); rows with nothing to attend give 0
-    (and logsumexp -inf). `implementation` names a Kvax backend ("triton", "xla"; None: "auto").
+    (and logsumexp -inf). `implementation` names a Kvax backend ("mosaic", "triton", "xla"; None:
+    "auto").
 
     Added: `query_segment_ids` / `kv_segment_ids` [B, T] / [B, S] (or one of them when T == S)
     restrict attention to equal ids, tokens with `padding_segment_id` being padding (MaxText and
