@@ -126,6 +126,7 @@ def bench_ours(w: Workload, args, backend: str = "auto"):
     import jax
     import jax.numpy as jnp
 
+    from kvax._src.attention import backends
     from kvax.ops import create_attention_mask, flash_attention
 
     q, k, v, pos, seg = inputs(w)
@@ -154,8 +155,6 @@ def bench_ours(w: Workload, args, backend: str = "auto"):
 
     out = fwd(q, k, v, masks)
     dout = jnp.asarray(np.random.default_rng(3).standard_normal(out.shape), dt)
-    from kvax._src.attention import backends
-
     resolved = backends.resolve(backend, q, k, v, fwd_params=masks[0].params)
     label = "kvax (ours)" if backend == args.backend else f"kvax (ours, {backend})"
     row = Row(label, w.seq_len, mask_ms=mask_ms, detail=f"backend {resolved}")
