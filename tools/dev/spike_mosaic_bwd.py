@@ -46,6 +46,8 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout, dkd
     import jax.numpy as jnp
     from jax import lax
 
+    from kvax._src.attention.mosaic_fwd import block_bounds
+
     b, t, n, h = q.shape
     s_len, num_kv = k.shape[1], k.shape[2]
     group = n // num_kv
@@ -108,16 +110,8 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout, dkd
             scoped
         q_ready, do_ready, st_ready = ready
 
-        row = tile // row_ratio
-        last = jnp.int32(num_q_tiles)
-
-        def bound(i):
-            return jnp.minimum(bounds_ref[batch, row, i] * col_ratio, last)
-
-        lo, hi = bound(0), bound(1)
-        hi = jnp.maximum(hi, lo)
-        lf = jnp.clip(bound(2), lo, hi)
-        uf = jnp.clip(bound(3), lf, hi)
+        lo, hi, lf, uf = block_bounds(bounds_ref, batch, tile // row_ratio, col_ratio,
+                                      num_q_tiles)
         per_head = hi - lo
         steps = per_head * group
 

@@ -70,6 +70,22 @@ def supported(mask_blocks: tuple[int, int]) -> str | None:
     return None
 
 
+def block_bounds(bounds_ref, batch, row, col_ratio: int, num_tiles: int):
+    """Inside a kernel: one block-mask row's (lower, upper, lower_full, upper_full) in kernel
+    tiles (col_ratio per mask block), clipped to the num_tiles that exist and ordered lower <=
+    lower_full <= upper_full <= upper."""
+    last = jnp.int32(num_tiles)
+
+    def bound(i):
+        return jnp.minimum(bounds_ref[batch, row, i] * col_ratio, last)
+
+    lo, hi = bound(0), bound(1)
+    hi = jnp.maximum(hi, lo)
+    lf = jnp.clip(bound(2), lo, hi)
+    uf = jnp.clip(bound(3), lf, hi)
+    return lo, hi, lf, uf
+
+
 def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *,
             variant: MaskVariant, pad_id: int, config: MosaicConfig | None = None,
             logits_soft_cap: float | None = None, sinks=None):
@@ -128,16 +144,8 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
         k_ready, v_ready, q_ready, lay_ready = loaded
         k_free, v_free = freed
 
-        row = tile // row_ratio
-        last = jnp.int32(num_kv_tiles)
-
-        def bound(i):
-            return jnp.minimum(bounds_ref[batch, row, i] * col_ratio, last)
-
-        lo, hi = bound(0), bound(1)
-        hi = jnp.maximum(hi, lo)
-        lf = jnp.clip(bound(2), lo, hi)
-        uf = jnp.clip(bound(3), lf, hi)
+        lo, hi, lf, uf = block_bounds(bounds_ref, batch, tile // row_ratio, col_ratio,
+                                      num_kv_tiles)
         steps = hi - lo
 
         def sync():
