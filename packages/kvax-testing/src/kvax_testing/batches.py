@@ -10,7 +10,7 @@ from typing import Literal
 
 import numpy as np
 
-from kvax_testing.reference import PADDING_SEGMENT_ID
+from kvax_testing.reference import PADDING_SEGMENT_ID, window_sides
 
 SegmentIdStyle = Literal["sequential", "shuffled", "large", "reused"]
 
@@ -32,12 +32,7 @@ class PackedLayout:
         """The exact number of allowed (query, key) pairs, summed over the batch, for Kvax's rule
         with these variant arguments (FLOPs: 4 * N * H per pair forward). Without materialising
         the [T, S] mask: per document, the keys whose positions fall in each query's range."""
-        if local_window_size is None:
-            left, right = None, None
-        elif isinstance(local_window_size, int):
-            left, right = local_window_size, local_window_size
-        else:
-            left, right = local_window_size
+        left, right = window_sides(local_window_size)
         total = 0
         for b in range(self.query_positions.shape[0]):
             qs, qp = self.query_segment_ids[b], self.query_positions[b].astype(np.int64)

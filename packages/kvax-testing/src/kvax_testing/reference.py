@@ -56,13 +56,22 @@ def soft_cap(cap: float) -> LogitsFn:
     return lambda logits: cap * jnp.tanh(logits / cap)
 
 
+def window_sides(local_window_size) -> tuple[int | None, int | None]:
+    """flash_attention's local_window_size as (left, right): None for no window, an int for both
+    sides, or the pair itself."""
+    if local_window_size is None:
+        return None, None
+    if isinstance(local_window_size, int):
+        return local_window_size, local_window_size
+    left, right = local_window_size
+    return left, right
+
+
 def mask_terms(is_causal: bool = True, local_window_size=None) -> tuple[MaskTerm, ...]:
     """The terms of Kvax's rule for flash_attention's is_causal and local_window_size."""
     terms = [document_term] + ([causal_term] if is_causal else [])
     if local_window_size is not None:
-        left, right = ((local_window_size, local_window_size)
-                       if isinstance(local_window_size, int) else local_window_size)
-        terms.append(window_term(left, right))
+        terms.append(window_term(*window_sides(local_window_size)))
     return tuple(terms)
 
 
