@@ -46,7 +46,7 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout, dkd
     import jax.numpy as jnp
     from jax import lax
 
-    from kvax._src.attention.mosaic_fwd import block_bounds
+    from kvax._src.attention.mosaic_fwd import block_bounds, pad_tokens as pad
 
     b, t, n, h = q.shape
     s_len, num_kv = k.shape[1], k.shape[2]
@@ -59,11 +59,6 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout, dkd
     row_ratio, col_ratio = dkdv_mask.row_block // keys, dkdv_mask.col_block // block_q
     t_pad, s_pad = -(-t // block_q) * block_q, -(-s_len // keys) * keys
     num_k_tiles, num_q_tiles = s_pad // keys, t_pad // block_q
-
-    def pad(x, length, value):
-        widths = [(0, 0)] * x.ndim
-        widths[1] = (0, length - x.shape[1])
-        return jnp.pad(x, widths, constant_values=value)
 
     # zero the padding's values: 0 x NaN is NaN in every product they enter
     q_live = (q_seg != pad_id)[:, :, None, None]
@@ -82,23 +77,19 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout, dkd
     bounds = jnp.stack(dkdv_mask.flatten(), axis=-1).astype(jnp.int32)  # [B, R, 4]
     factors = jnp.stack([jnp.asarray(scale, jnp.float32) * LOG2E,
                          jnp.asarray(scale, jnp.float32)])
-    low, high = variant.diff_bounds
     row_layout = plgpu.Layout.WGMMA.reduce(1)
     col_layout = plgpu.Layout.WGMMA.reduce(0)
 
     def allowed(k_pos_r, k_seg_r, q_pos_c, q_seg_c, shape):
+        """The element rule on a [keys, queries] tile."""
         def rows(x):
             return lax.broadcast_in_dim(x, shape, [0])
 
         def cols(x):
             return lax.broadcast_in_dim(x, shape, [1])
 
-        ok = (rows(k_seg_r) == cols(q_seg_c)) & cols(q_seg_c != pad_id)
-        if low is not None:
-            ok = ok & (cols(q_pos_c) >= rows(k_pos_r + low))
-        if high is not None:
-            ok = ok & (cols(q_pos_c) <= rows(k_pos_r + high))
-        return ok
+        return variant.element_rule(cols(q_pos_c), cols(q_seg_c), rows(k_pos_r), rows(k_seg_r),
+                                    pad_id)
 
     def kernel(q_ref, k_ref, v_ref, do_ref, stats_ref, qlay_ref, klay_ref, bounds_ref,
                factors_ref, dq_ref, dk_ref, dv_ref, scoped):

@@ -109,6 +109,7 @@ class MosaicBackend(TritonBackend):
     name = "mosaic"
 
     def check(self, query, key, value, *, platform: str) -> None:
+        from kvax._src.attention.mosaic_fwd import MosaicConfig
         from kvax._src.config import current_device_kind
 
         super().check(query, key, value, platform=platform)
@@ -120,10 +121,10 @@ class MosaicBackend(TritonBackend):
             raise NotImplementedError(
                 f"backend='mosaic' takes bfloat16 or float16 query, key and value of one dtype, got "
                 f"{query.dtype}, {key.dtype}, {value.dtype}")
-        tiles = -(-query.shape[1] // 128)
-        if tiles > 65535 or query.shape[0] > 65535:  # CUDA's grid limit on those axes
+        rows = MosaicConfig().rows  # queries per program
+        if -(-query.shape[1] // rows) > 65535 or query.shape[0] > 65535:  # CUDA's grid limit
             raise NotImplementedError(
-                f"backend='mosaic' takes up to 65535 blocks of 128 queries and 65535 batch rows, "
+                f"backend='mosaic' takes up to 65535 blocks of {rows} queries and 65535 batch rows, "
                 f"got query shape {tuple(query.shape)}")
         h, hv = query.shape[-1], value.shape[-1]
         if h != hv or h not in (64, 128, 256):

@@ -45,9 +45,8 @@ def _layout(pos, seg, block, sequential):
 
 def _element_mask(q_pos, q_seg, k_pos, k_seg, variant: MaskVariant):
     """[..., bq] x [..., bk] -> [..., bq, bk]: the element rule."""
-    same = q_seg[..., :, None] == k_seg[..., None, :]
-    return same & (q_seg[..., :, None] != PADDING_SEGMENT_ID) & variant.allows(
-        q_pos[..., :, None], k_pos[..., None, :])
+    return variant.element_rule(q_pos[..., :, None], q_seg[..., :, None], k_pos[..., None, :],
+                                k_seg[..., None, :], PADDING_SEGMENT_ID)
 
 
 def _visit(mask: AttentionMask, init, step):

@@ -45,7 +45,8 @@ def _round_up(x: int, m: int) -> int:
     return -(-x // m) * m
 
 
-def _pad_tokens(x, length: int, value):
+def pad_tokens(x, length: int, value):
+    """x [B, L, ...] padded with value to length along the tokens."""
     extra = length - x.shape[1]
     if extra == 0:
         return x
@@ -110,26 +111,17 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
 
     kv_live = kv_seg != pad_id
     v = jnp.where(kv_live[:, :, None, None], v, jnp.zeros((), v.dtype))
-    q = _pad_tokens(q, t_pad, 0)
-    k = _pad_tokens(k, s_pad, 0)
-    v = _pad_tokens(v, s_pad, 0)
-    q_lay = jnp.stack([_pad_tokens(q_pos, t_pad, 0), _pad_tokens(q_seg, t_pad, pad_id)], 1)
-    k_lay = jnp.stack([_pad_tokens(kv_pos, s_pad, 0), _pad_tokens(kv_seg, s_pad, pad_id)], 1)
+    q = pad_tokens(q, t_pad, 0)
+    k = pad_tokens(k, s_pad, 0)
+    v = pad_tokens(v, s_pad, 0)
+    q_lay = jnp.stack([pad_tokens(q_pos, t_pad, 0), pad_tokens(q_seg, t_pad, pad_id)], 1)
+    k_lay = jnp.stack([pad_tokens(kv_pos, s_pad, 0), pad_tokens(kv_seg, s_pad, pad_id)], 1)
     bounds = jnp.stack(mask.flatten(), axis=-1).astype(jnp.int32)  # [B, R, 4]
     # logits in log2 units: s * LOG2E, or with a cap c: tanh(s / c) * (c * LOG2E)
     cap = logits_soft_cap
     qk_scale = jnp.asarray(scale, jnp.float32) * (LOG2E if cap is None else 1.0 / cap)
     sink_logits = jnp.zeros((n,), jnp.float32) if sinks is None else sinks.astype(jnp.float32)
     factors = jnp.concatenate([qk_scale.reshape(1), sink_logits * LOG2E])
-    low, high = variant.diff_bounds
-
-    def allowed(qp, qs, kp, ks):
-        ok = (qs == ks) & (qs != pad_id)
-        if low is not None:
-            ok = ok & (qp >= kp + low)
-        if high is not None:
-            ok = ok & (qp <= kp + high)
-        return ok
 
     row_layout = plgpu.Layout.WGMMA.reduce(1)
     col_layout = plgpu.Layout.WGMMA.reduce(0)
@@ -202,10 +194,10 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                         k_seg_c = plgpu.load(klay_ref.at[batch, 1, pl.ds(k_start, block_kv)],
                                              layout=col_layout, optimized=False)
                     shape = (block_q, block_kv)
-                    ok = allowed(lax.broadcast_in_dim(q_pos_r, shape, [0]),
-                                 lax.broadcast_in_dim(q_seg_r, shape, [0]),
-                                 lax.broadcast_in_dim(k_pos_c, shape, [1]),
-                                 lax.broadcast_in_dim(k_seg_c, shape, [1]))
+                    ok = variant.element_rule(lax.broadcast_in_dim(q_pos_r, shape, [0]),
+                                              lax.broadcast_in_dim(q_seg_r, shape, [0]),
+                                              lax.broadcast_in_dim(k_pos_c, shape, [1]),
+                                              lax.broadcast_in_dim(k_seg_c, shape, [1]), pad_id)
                     s = jnp.where(ok, s, -jnp.inf)
                 m_new = jnp.maximum(m_i, s.max(axis=1))
                 m_use = jnp.where(m_new == -jnp.inf, 0.0, m_new) if masked else m_new

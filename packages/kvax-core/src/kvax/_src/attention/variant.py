@@ -38,8 +38,18 @@ class MaskVariant:
 
     def allows(self, q_pos, k_pos):
         """The position part of the rule, elementwise (broadcasting) on int32 arrays."""
-        low, high = self.diff_bounds
         ok = jnp.ones(jnp.broadcast_shapes(jnp.shape(q_pos), jnp.shape(k_pos)), bool)
+        return self._and_positions(ok, q_pos, k_pos)
+
+    def element_rule(self, q_pos, q_seg, k_pos, k_seg, pad_id):
+        """The whole rule, elementwise on arrays that broadcast against each other (queries'
+        [..., T, 1] against keys' [..., 1, S], or tiles already broadcast): equal segment ids,
+        not padding, and the position part. Every pure-JAX user reads it here (the CPU path, the
+        Mosaic kernel); the Triton kernels have their own (triton_common.element_mask)."""
+        return self._and_positions((q_seg == k_seg) & (q_seg != pad_id), q_pos, k_pos)
+
+    def _and_positions(self, ok, q_pos, k_pos):
+        low, high = self.diff_bounds
         if low is not None:  # d >= low  <=>  q >= k + low (no overflow within the limits)
             ok = ok & (q_pos >= k_pos + low)
         if high is not None:
