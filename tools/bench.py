@@ -97,9 +97,11 @@ def parse_args(argv=None):
                    help="attention sinks, one logit per query head (ours: sinks=; no peer here "
                         "has them: they are skipped)")
     p.add_argument("--backend", default="auto",
-                   help="our backend for the main row (auto: mosaic on Hopper, else triton)")
+                   help="our backend for the main row (auto: mosaic on Hopper, else triton); "
+                        "NAME:nondeterministic passes deterministic=False (the Mosaic backward)")
     p.add_argument("--also-backends", default="",
-                   help="comma-separated backends of ours to time as extra rows (e.g. triton)")
+                   help="comma-separated backends of ours to time as extra rows (e.g. triton, "
+                        "auto:nondeterministic)")
     p.add_argument("--doc-len", type=int, default=None,
                    help="average document length: --num-segments becomes seq_len / doc_len, so "
                         "every length of a sweep has documents of the same size")
@@ -122,13 +124,18 @@ class Row:
     detail: str | None = None
 
 
-def bench_ours(w: Workload, args, backend: str = "auto"):
+def bench_ours(w: Workload, args, spec: str = "auto"):
+    """Our row for a backend spec: a backend name, with ":nondeterministic" for
+    deterministic=False."""
     import jax
     import jax.numpy as jnp
 
     from kvax._src.attention import backends
     from kvax.ops import create_attention_mask, flash_attention
 
+    backend, _, mode = spec.partition(":")
+    if mode not in ("", "nondeterministic"):
+        raise ValueError(f"backend spec must be NAME or NAME:nondeterministic, got {spec!r}")
     q, k, v, pos, seg = inputs(w)
     dt = jnp.dtype(w.dtype)
     q, k, v = (jnp.asarray(x, dt) for x in (q, k, v))
@@ -146,7 +153,8 @@ def bench_ours(w: Workload, args, backend: str = "auto"):
     fwd = jax.jit(lambda q, k, v, m: flash_attention(q, k, v, pos, seg, pos, seg, mask=m,
                                                      scale=scale, **variant,
                                                      logits_soft_cap=w.soft_cap, sinks=sinks,
-                                                     backend=backend))
+                                                     backend=backend,
+                                                     deterministic=not mode))
 
     @jax.jit
     def fwdbwd(q, k, v, m, dout):
@@ -156,8 +164,9 @@ def bench_ours(w: Workload, args, backend: str = "auto"):
     out = fwd(q, k, v, masks)
     dout = jnp.asarray(np.random.default_rng(3).standard_normal(out.shape), dt)
     resolved = backends.resolve(backend, q, k, v, fwd_params=masks[0].params)
-    label = "kvax (ours)" if backend == args.backend else f"kvax (ours, {backend})"
-    row = Row(label, w.seq_len, mask_ms=mask_ms, detail=f"backend {resolved}")
+    label = "kvax (ours)" if spec == args.backend else f"kvax (ours, {spec})"
+    row = Row(label, w.seq_len, mask_ms=mask_ms,
+              detail=f"backend {resolved}" + (f", {mode} backward" if mode else ""))
     row.fwd_ms = median_ms(lambda: fwd(q, k, v, masks), args.repeats)
     if args.mode.endswith("bwd"):
         row.fwdbwd_ms = median_ms(lambda: fwdbwd(q, k, v, masks, dout), args.repeats)

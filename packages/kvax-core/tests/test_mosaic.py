@@ -1,6 +1,7 @@
-"""The Hopper backend ("mosaic": the Pallas Mosaic GPU forward, the Triton backward).
+"""The Hopper backend ("mosaic": the Pallas Mosaic GPU forward; the Triton backward, or with
+deterministic=False the Mosaic GPU backward).
 
-On any machine: the kernel lowers for CUDA (Mosaic GPU's own passes run here, so kernel errors
+On any machine: the kernels lower for CUDA (Mosaic GPU's own passes run here, so kernel errors
 show in CI) for every variant, dtype, head dim and tile choice, and the backend refuses what it
 cannot run. On a Hopper GPU: outputs, logsumexp and gradients against kvax-testing's float64
 reference with the baseline-tied tolerance, NaN and Inf in the padding, and "auto" choosing it."""
@@ -12,9 +13,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from kvax._src.attention import backends, mosaic_fwd
+from kvax._src.attention import backends, mosaic_bwd, mosaic_fwd
 from kvax._src.attention.mask import build_masks
 from kvax._src.attention.variant import MaskVariant
+from kvax._src.attention.vjp import Options
+from kvax._src.attention.vjp import attention as vjp_attention
 from kvax._src.config import PADDING_SEGMENT_ID, current_device_kind, is_hopper
 from kvax.ops import create_attention_mask, flash_attention
 from kvax.utils import FlashAttentionParamsConfig
@@ -23,6 +26,8 @@ from kvax_testing import check_attention, mask_terms, packed_batch, soft_cap
 FWD = FlashAttentionParamsConfig(query_block_size=128, kv_block_size=128, num_warps=8,
                                  num_stages=3)
 BWD = FlashAttentionParamsConfig(query_block_size=64, kv_block_size=64, num_warps=4, num_stages=2)
+BWD128 = FlashAttentionParamsConfig(query_block_size=64, kv_block_size=128, num_warps=8,
+                                    num_stages=3)  # the Hopper default; the Mosaic backward's
 
 
 def _lower(h, dtype, variant, config, *, cap=None, sinks=False, t=1000, s=1000):
@@ -91,6 +96,50 @@ def test_backend_refuses_what_it_cannot_run(monkeypatch):
     assert backends.names()[:3] == ("mosaic", "triton", "xla")
 
 
+BACKWARD_LOWERINGS = [
+    (128, "bfloat16", MaskVariant(), {}),
+    (64, "float16", MaskVariant(False), {}),
+    (128, "bfloat16", MaskVariant(False, (9, 4)), dict(cap=30.0, sinks=True, t=1, s=300)),
+    (64, "bfloat16", MaskVariant(True, (100, 0)), dict(t=700, s=1300)),
+]
+
+
+@pytest.mark.parametrize("h,dtype,variant,extra", BACKWARD_LOWERINGS)
+def test_backward_lowers_for_cuda(h, dtype, variant, extra):
+    """With deterministic=False the whole step is two Mosaic GPU kernels (forward, backward),
+    and the backward's shared memory fits."""
+    t, s = extra.get("t", 1000), extra.get("s", 1000)
+    q = jnp.zeros((1, t, 4, h), jnp.dtype(dtype))
+    k = jnp.zeros((1, s, 2, h), jnp.dtype(dtype))
+    layout = (jnp.arange(t, dtype=jnp.int32)[None], jnp.zeros((1, t), jnp.int32),
+              jnp.arange(s, dtype=jnp.int32)[None], jnp.zeros((1, s), jnp.int32))
+    masks = build_masks(*layout, fwd_params=FWD, bwd_params=BWD128, skip_pad_tokens=True,
+                        variant=variant)
+    opts = Options(sequential=False, backend="mosaic", fwd_params=FWD, bwd_params=BWD128,
+                   variant=variant, logits_soft_cap=extra.get("cap"), deterministic=False)
+    sinks = jnp.zeros((4,), jnp.float32) if extra.get("sinks") else None
+
+    def loss(q, k, v):
+        out, lse = vjp_attention(opts, q, k, v, jnp.float32(0.1), sinks, *layout, masks)
+        return jnp.sum(out.astype(jnp.float32)) + jnp.sum(jnp.where(jnp.isfinite(lse), lse, 0))
+
+    text = jax.jit(jax.grad(loss, argnums=(0, 1, 2))).trace(q, k, k).lower(
+        lowering_platforms=("cuda",)).as_text()
+    assert re.findall(r"stablehlo.custom_call @(\w+)", text) == ["mosaic_gpu_v2"] * 2
+
+
+def test_backward_refuses_what_it_cannot_run():
+    assert mosaic_bwd.supported(128, (128, 64)) is None
+    assert mosaic_bwd.supported(64, (256, 128)) is None
+    assert "head dims" in mosaic_bwd.supported(256, (128, 64))
+    assert "128x64" in mosaic_bwd.supported(128, (64, 64))
+    assert "128x64" in mosaic_bwd.supported(128, (128, 32))
+    with pytest.raises(ValueError, match="deterministic must be True or False"):
+        q = jnp.zeros((1, 8, 2, 64), jnp.float32)
+        layout = (jnp.zeros((1, 8), jnp.int32),) * 4
+        flash_attention(q, q, q, *layout, deterministic="no")
+
+
 # --- on a Hopper GPU ---------------------------------------------------------------------------
 
 hopper = pytest.mark.skipif(
@@ -98,14 +147,15 @@ hopper = pytest.mark.skipif(
     reason="needs a Hopper GPU (H100/H200)")
 
 
-def attention(fwd, bwd, scale, backend="mosaic", **variant):
+def attention(fwd, bwd, scale, backend="mosaic", deterministic=True, **variant):
     mask_variant = {k: variant[k] for k in ("is_causal", "local_window_size") if k in variant}
 
     def fn(q, k, v, *layout, **sinks):
         masks = create_attention_mask(*layout, fwd_params=fwd, bwd_params=bwd, calc_bwd_mask=True,
                                       **mask_variant)
         return flash_attention(q, k, v, *layout, mask=masks, scale=scale, fwd_params=fwd,
-                               bwd_params=bwd, backend=backend, **variant, **sinks)
+                               bwd_params=bwd, backend=backend, deterministic=deterministic,
+                               **variant, **sinks)
     return jax.jit(fn)
 
 
@@ -152,7 +202,7 @@ VARIANTS = [
 ]
 
 
-def _check(case, variant, seed):
+def _check(case, variant, seed, bwd=BWD, deterministic=True):
     batch = _batch(case, seed)
     scale = case["head_dim"] ** -0.5
     variant = dict(variant)
@@ -161,7 +211,7 @@ def _check(case, variant, seed):
         sinks = np.random.default_rng(seed).normal(0.5, 1.5, case["heads"][0]).astype(np.float32)
         sinks[-1] = -np.inf
     cap = variant.get("logits_soft_cap")
-    fn = attention(case.get("fwd", FWD), BWD, scale, **variant)
+    fn = attention(case.get("fwd", FWD), bwd, scale, deterministic=deterministic, **variant)
     return check_attention(fn, batch, scale=scale, seed=seed,
                            mask_terms=mask_terms(**{k: v for k, v in variant.items()
                                                     if k in ("is_causal", "local_window_size")}),
@@ -232,3 +282,52 @@ def test_deterministic_and_padding_exact():
     for x in first:
         assert np.all(np.isfinite(x))
     assert np.all(first[0][pad] == 0) and np.all(first[1][pad] == 0)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: "-".join(f"{k}={v[k]}" for k in v)
+                         or "default")
+@pytest.mark.parametrize("case", [CASES[0], CASES[1], CASES[5]], ids=_case_id)
+def test_mosaic_backward_matches_reference(variant, case):
+    """deterministic=False: the Mosaic backward (head dims 64 and 128, 128x64 dK/dV blocks)."""
+    seed = int(np.random.SeedSequence().entropy % 2**31)
+    report = _check(case, variant, seed, bwd=BWD128, deterministic=False)
+    assert report.ok, f"seed={seed}\n{report}"
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("case", [CASES[2], CASES[3], CASES[4]], ids=_case_id)
+def test_mosaic_backward_other_shapes(case):
+    """Decode and MQA, head dim 256 (which keeps the Triton backward), one global document."""
+    seed = int(np.random.SeedSequence().entropy % 2**31)
+    report = _check(case, {}, seed, bwd=BWD128, deterministic=False)
+    assert report.ok, f"seed={seed}\n{report}"
+
+
+@pytest.mark.gpu
+@hopper
+def test_mosaic_backward_padding_exact_and_dkdv_deterministic():
+    """NaN/Inf in the padding: exactly 0 output and gradients there, finite elsewhere; dK and dV
+    are summed in registers in a fixed order (bitwise reruns), dQ by reduce-add (close)."""
+    batch = _batch(CASES[0], 7)
+    layout = [jnp.asarray(a) for a in batch.layout.arrays]
+    fn = attention(FWD, BWD128, 0.1, deterministic=False)
+    pad = batch.layout.query_segment_ids == -1
+    kv_pad = batch.layout.kv_segment_ids == -1
+
+    def step(q, k, v):
+        out, vjp = jax.vjp(lambda *x: fn(*x, *layout), q, k, v)
+        return (out, *vjp(jnp.ones_like(out)))
+
+    first = [np.asarray(x, np.float32) for x in step(batch.query, batch.key, batch.value)]
+    again = [np.asarray(x, np.float32) for x in step(batch.query, batch.key, batch.value)]
+    for a, b in zip(first[2:], again[2:]):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_allclose(first[1], again[1], rtol=0, atol=1e-2)
+    assert pad.any() and kv_pad.any()
+    for x in first:
+        assert np.all(np.isfinite(x))
+    assert np.all(first[0][pad] == 0) and np.all(first[1][pad] == 0)
+    assert np.all(first[2][kv_pad] == 0) and np.all(first[3][kv_pad] == 0)

@@ -106,7 +106,8 @@ def flash_attention(query, key, value, query_positions, query_segment_ids, kv_po
                     bwd_params=None, assume_sequential_positions=False,
                     memory_optimized_gqa_backward=False, permute_tokens_for_load_balance=True,
                     debug=False, mesh=None, backend="auto", variant=None,
-                    logits_soft_cap=None, sinks=None, return_residual=False):
+                    logits_soft_cap=None, sinks=None, return_residual=False,
+                    deterministic=True):
     specs, mesh = _setup(mesh)
     validate.check_qkv(query, key, value)
     if bias is not None:
@@ -153,7 +154,8 @@ def flash_attention(query, key, value, query_positions, query_segment_ids, kv_po
         mesh, mesh.axis_types, specs, cp, permuted, strategy, tp_q > 1 and tp_kv == 1, group,
         (fwd_params, bwd_params, False if cp > 1 else bool(assume_sequential_positions),
          bool(memory_optimized_gqa_backward), bool(debug), backend, variant or MaskVariant(),
-         validate.check_soft_cap(logits_soft_cap), sinks is not None, bool(return_residual)))
+         validate.check_soft_cap(logits_soft_cap), sinks is not None, bool(return_residual),
+         validate.check_flag("deterministic", deterministic)))
     scale = validate.check_scale(scale)
     extra = () if sinks is None else (sinks,)
     return fn(query, key, value, jnp.asarray(scale, jnp.float32), *extra,
@@ -164,7 +166,7 @@ def flash_attention(query, key, value, query_positions, query_segment_ids, kv_po
 def _attention_builder(mesh, axis_types, specs, cp, permuted, strategy, slice_kv_heads, group,
                        options):
     (fwd_params, bwd_params, sequential, memory_optimized, debug, backend, variant,
-     logits_soft_cap, has_sinks, return_residual) = options
+     logits_soft_cap, has_sinks, return_residual, deterministic) = options
     q_spec = P(*specs.query_specs)
     kv_in = P(specs.batch, specs.context, specs.kv_specs[2], None)  # gathered inside
     lay_q, lay_kv = _layout_specs(specs)
@@ -184,7 +186,8 @@ def _attention_builder(mesh, axis_types, specs, cp, permuted, strategy, slice_kv
                                      bwd_params, sequential, memory_optimized, debug,
                                      backend=backend, variant=variant,
                                      logits_soft_cap=logits_soft_cap, sinks=sinks,
-                                     return_residual=return_residual)
+                                     return_residual=return_residual,
+                                     deterministic=deterministic)
 
     # Sinks are sharded like the query heads; shard_map's transpose sums their gradient over the
     # other axes. The masks' leaves are sharded like the query layout (a spec prefix for the

@@ -150,7 +150,7 @@ def flash_attention_local(query, key, value, query_positions, query_segment_ids,
                           memory_optimized_gqa_backward=False, debug=False, *,
                           backend: str = "auto", variant: MaskVariant = MaskVariant(),
                           logits_soft_cap: float | None = None, sinks=None,
-                          return_residual: bool = False):
+                          return_residual: bool = False, deterministic: bool = True):
     """flash_attention on this device's arrays (kvax-dist calls it inside shard_map)."""
     validate.check_qkv(query, key, value)
     batch, q_len, num_heads, _ = query.shape
@@ -178,7 +178,8 @@ def flash_attention_local(query, key, value, query_positions, query_segment_ids,
                    fwd_params=fwd_params, bwd_params=bwd_params,
                    memory_optimized_gqa_backward=bool(memory_optimized_gqa_backward),
                    skip_pad_tokens=skip_pad, debug=bool(debug), variant=variant,
-                   logits_soft_cap=validate.check_soft_cap(logits_soft_cap))
+                   logits_soft_cap=validate.check_soft_cap(logits_soft_cap),
+                   deterministic=validate.check_flag("deterministic", deterministic))
     out, lse = attention(opts, query, key, value, jnp.asarray(scale, jnp.float32), sinks,
                          *layout, masks)
     return (out, lse.transpose(0, 2, 1)) if return_residual else out
@@ -209,6 +210,7 @@ def flash_attention(
     logits_soft_cap: float | None = None,
     sinks: jax.Array | None = None,
     return_residual: bool = False,
+    deterministic: bool = True,
 ) -> jax.Array | tuple[jax.Array, jax.Array]:
     """Document-masked attention: query [B, T, N, H], key [B, S, K, H], value [B, S, K, Hv].
 
@@ -229,7 +231,9 @@ def flash_attention(
     Returns [B, T, N, Hv] in the inputs' dtype, or with return_residual=True (output, logsumexp
     [B, T, N] float32): the natural log of each row's softmax denominator, sinks included, -inf
     on rows with nothing to attend. Differentiable in query, key, value, scale, sinks (and
-    through the logsumexp too).
+    through the logsumexp too). `deterministic=False` lets the Hopper backend ("mosaic") take its
+    faster backward, which adds dQ's partial sums in arrival order (dQ may differ in its last bits
+    between reruns; head dims 64 and 128); by default every backward gives bitwise-equal reruns.
     With context parallelism (kvax-dist), `permute_tokens_for_load_balance` says how the tokens
     were permuted: True or "chunks" (Llama 3, the original's), "striped" (balanced for any
     document layout), False (not permuted).
@@ -244,9 +248,11 @@ def flash_attention(
             memory_optimized_gqa_backward=memory_optimized_gqa_backward,
             permute_tokens_for_load_balance=permute_tokens_for_load_balance, debug=debug,
             mesh=mesh, backend=backend, variant=variant,
-            logits_soft_cap=logits_soft_cap, sinks=sinks, return_residual=bool(return_residual))
+            logits_soft_cap=logits_soft_cap, sinks=sinks, return_residual=bool(return_residual),
+            deterministic=deterministic)
     return flash_attention_local(
         query, key, value, query_positions, query_segment_ids, kv_positions, kv_segment_ids,
         mask, scale, bias, fwd_params, bwd_params, assume_sequential_positions,
         memory_optimized_gqa_backward, debug, backend=backend, variant=variant,
-        logits_soft_cap=logits_soft_cap, sinks=sinks, return_residual=bool(return_residual))
+        logits_soft_cap=logits_soft_cap, sinks=sinks, return_residual=bool(return_residual),
+        deterministic=deterministic)

@@ -102,9 +102,11 @@ class TritonBackend(Backend):
 
 class MosaicBackend(TritonBackend):
     """Hopper: the forward in Pallas Mosaic GPU (mosaic_fwd.py: TMA, warp-specialised producer
-    and two ping-ponging consumer warpgroups), the backward in Triton. bfloat16/float16, head
-    dims 64, 128 and 256 (equal for keys and values), forward mask blocks of multiples of 128 x
-    64; other calls fall through to triton."""
+    and two ping-ponging consumer warpgroups), the backward in Triton (deterministic), or with
+    `deterministic=False` in Mosaic GPU with dQ by TMA reduce-add (mosaic_bwd.py; head dims 64
+    and 128, dK/dV mask blocks of multiples of 128 x 64; other calls keep the Triton one).
+    bfloat16/float16, head dims 64, 128 and 256 (equal for keys and values), forward mask blocks
+    of multiples of 128 x 64; other calls fall through to triton."""
 
     name = "mosaic"
 
@@ -146,6 +148,21 @@ class MosaicBackend(TritonBackend):
         return mosaic_fwd.forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, fwd_mask,
                                   variant=opts.variant, pad_id=PADDING_SEGMENT_ID,
                                   logits_soft_cap=opts.logits_soft_cap, sinks=sinks)
+
+    def backward(self, opts, q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, out, lse, delta,
+                 dout, dq_mask, dkdv_mask):
+        from kvax._src.attention import mosaic_bwd
+        from kvax._src.config import PADDING_SEGMENT_ID
+
+        if opts.deterministic or mosaic_bwd.supported(
+                q.shape[-1], (dkdv_mask.row_block, dkdv_mask.col_block)) or (
+                v.shape[-1] != q.shape[-1]):
+            return super().backward(opts, q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, out,
+                                    lse, delta, dout, dq_mask, dkdv_mask)
+        return mosaic_bwd.backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta,
+                                   dout, dkdv_mask, variant=opts.variant,
+                                   pad_id=PADDING_SEGMENT_ID,
+                                   logits_soft_cap=opts.logits_soft_cap)
 
 
 _REGISTRY: dict[str, tuple[int, Backend]] = {}

@@ -18,7 +18,7 @@ def make_attention_fn(*, query_segment_ids=None, kv_segment_ids=None, query_posi
                       kv_positions=None, masks=None, is_causal=None, local_window_size=None,
                       logits_soft_cap=None, sinks=None, scale=None,
                       padding_segment_id=PADDING_SEGMENT_ID, implementation=None,
-                      permute_tokens_for_load_balance=False):
+                      permute_tokens_for_load_balance=False, deterministic_backward=True):
     """A function for `nnx.MultiHeadAttention(..., attention_fn=...)` that runs Kvax on this
     batch's layout.
 
@@ -27,7 +27,8 @@ def make_attention_fn(*, query_segment_ids=None, kv_segment_ids=None, query_posi
     kvax.ops.create_attention_mask together with the arrays they were built from (Kvax's padding
     id -1). Variant: `is_causal` (None: the model's is_causal call argument), `local_window_size`,
     `logits_soft_cap`, `sinks`, `scale` (default 1 / sqrt(head_dim), as nnx). `implementation`
-    names a backend ("triton", "xla"; None: "auto"). Inside kvax-dist's attention_specs it runs
+    names a backend ("mosaic", "triton", "xla"; None: "auto"); `deterministic_backward=False` is
+    flash_attention's `deterministic=False` (nnx's own `deterministic` is about dropout). Inside kvax-dist's attention_specs it runs
     sharded, tokens in order unless `permute_tokens_for_load_balance` names their permutation.
 
     Refused with NotImplementedError: a dense `mask` from nnx (put its information in the
@@ -79,13 +80,15 @@ def make_attention_fn(*, query_segment_ids=None, kv_segment_ids=None, query_posi
                 scale=query.shape[-1] ** -0.5 if scale is None else scale,
                 backend="auto" if implementation is None else implementation, is_causal=causal,
                 local_window_size=local_window_size, logits_soft_cap=logits_soft_cap,
-                sinks=sinks, permute_tokens_for_load_balance=permute_tokens_for_load_balance)
+                sinks=sinks, permute_tokens_for_load_balance=permute_tokens_for_load_balance,
+                deterministic=deterministic_backward)
         return jax_nn.dot_product_attention(
             query, key, value, scale=scale, is_causal=causal, local_window_size=local_window_size,
             implementation=implementation, query_segment_ids=query_segment_ids,
             kv_segment_ids=kv_segment_ids, query_positions=query_positions,
             kv_positions=kv_positions, padding_segment_id=padding_segment_id,
             logits_soft_cap=logits_soft_cap, sinks=sinks,
-            permute_tokens_for_load_balance=permute_tokens_for_load_balance)
+            permute_tokens_for_load_balance=permute_tokens_for_load_balance,
+            deterministic=deterministic_backward)
 
     return attention_fn

@@ -72,7 +72,8 @@ def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None
                           local_window_size=None, implementation=None, return_residual=False,
                           query_segment_ids=None, kv_segment_ids=None, query_positions=None,
                           kv_positions=None, padding_segment_id=PADDING_SEGMENT_ID,
-                          logits_soft_cap=None, sinks=None, permute_tokens_for_load_balance=False):
+                          logits_soft_cap=None, sinks=None, permute_tokens_for_load_balance=False,
+                          deterministic=True):
     """jax.nn.dot_product_attention through Kvax.
 
     query [B, T, N, H] or [T, N, H]; key and value [B, S, K, H] / [S, K, H] (N % K == 0). Every
@@ -88,7 +89,7 @@ def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None
     restrict attention to equal ids, tokens with `padding_segment_id` being padding (MaxText and
     Transformer Engine use 0: pass padding_segment_id=0); `query_positions` / `kv_positions`
     replace arange in the causal and window rules (packed documents restart them);
-    `logits_soft_cap` and `sinks` as in kvax.ops.flash_attention. A dense `bias` or `mask` is
+    `logits_soft_cap`, `sinks` and `deterministic` as in kvax.ops.flash_attention. A dense `bias` or `mask` is
     NotImplementedError. Inside kvax-dist's attention_specs the call runs sharded; the tokens are
     taken in order unless `permute_tokens_for_load_balance` names the permutation applied to
     them (as in kvax.ops.flash_attention; then pass the permuted query positions and segment
@@ -141,7 +142,7 @@ def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None
         query, key, value, q_pos, q_seg, kv_pos, kv_seg, scale=scale,
         backend="auto" if implementation is None else implementation, is_causal=is_causal,
         local_window_size=local_window_size, logits_soft_cap=logits_soft_cap, sinks=sinks,
-        return_residual=return_residual,
+        return_residual=return_residual, deterministic=deterministic,
         permute_tokens_for_load_balance=permute_tokens_for_load_balance)
     if unbatched:
         result = jax.tree.map(lambda x: x[0], result)

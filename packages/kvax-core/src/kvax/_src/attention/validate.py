@@ -146,6 +146,13 @@ def check_soft_cap(logits_soft_cap) -> float | None:
     return float(logits_soft_cap)
 
 
+def check_flag(name: str, value) -> bool:
+    """A static Python bool (numpy's too); a traced or array value is a ValueError."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
 def check_params(name: str, params) -> None:
     if params is not None and not isinstance(params, FlashAttentionParamsConfig):
         raise ValueError(f"{name} must be a FlashAttentionParamsConfig or None, got "

@@ -37,6 +37,7 @@ class Options:
     debug: bool = False
     variant: MaskVariant = MaskVariant()
     logits_soft_cap: float | None = None
+    deterministic: bool = True  # False lets a backend take a faster, atomics-based backward
 
 
 def _forward(opts: Options, q, k, v, scale, sinks, q_pos, q_seg, kv_pos, kv_seg,

@@ -1,0 +1,300 @@
+"""Hopper backward in Pallas Mosaic GPU with dQ accumulated by TMA reduce-add (non-deterministic).
+
+Taken when the caller passes `deterministic=False` (the default backward is the Triton one, whose
+reruns are bitwise equal). One program per (kv head, 128 keys, batch row), three warpgroups: a
+producer streams (Q, dO, logsumexp, delta) tiles of the query blocks our dK/dV block mask visits,
+for each query head of the kv head's group in turn; two consumers own 64 keys each and keep dK
+and dV in registers across the group (GQA summed there). Per tile and consumer:
+
+    S^T = K Q^T and dP^T = V dO^T          issued together; the exponentials overlap dP^T
+    P^T = exp(S^T - lse), dS^T = P^T (dP^T - delta)     (soft cap: times 1 - tanh^2)
+    dV += P^T dO, dK += dS^T Q              from registers
+    dQ[:, half] = dS K[:, half]             both consumers' dS^T meet in shared memory; each
+                                            computes half of dQ's columns over all 128 keys
+
+and the dQ half goes through shared memory into a float32 accumulator in global memory by TMA
+reduce-add: 5 products per (query, key) pair instead of the Triton kernels' 7, at the price of
+float32 additions in arrival order (dQ differs between reruns in its last bits; dK, dV do not).
+The accumulator is a `jax.new_ref` passed to the kernel (plgpu.kernel aliases refs in and out).
+
+Padding rows are zeroed in copies of q, k, v and dO first (a zero weight times NaN is NaN inside
+every product) and inputs are padded to whole tiles. Tiles in [lower_full, upper_full) skip the
+element rule. Measured on an H100 in docs/bench/h100-2026-11-23-mosaic-bwd.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from kvax._src.attention.mask import AttentionMask
+from kvax._src.attention.mosaic_fwd import block_bounds, pad_tokens
+from kvax._src.attention.variant import MaskVariant
+
+LOG2E = math.log2(math.e)
+HEAD_DIMS = (64, 128)  # dK and dV of 64 keys x 256 do not fit one warpgroup's registers
+
+
+@dataclasses.dataclass(frozen=True)
+class BackwardConfig:
+    block_q: int = 64  # query rows per step
+    keys_per_wg: int = 64  # a program holds two consumers' keys
+    stages: int = 2  # query tiles in flight
+    consumer_registers: int = 240
+    producer_registers: int = 24
+
+    @property
+    def keys(self) -> int:
+        return 2 * self.keys_per_wg
+
+
+def supported(head_dim: int, dkdv_blocks: tuple[int, int]) -> str | None:
+    """Why a call with this head dim and dK/dV mask blocks (rows = keys, columns = queries) cannot
+    take this backward, or None."""
+    config = BackwardConfig()
+    if head_dim not in HEAD_DIMS:
+        return f"the Mosaic backward takes head dims {HEAD_DIMS}, got {head_dim}"
+    rows, cols = dkdv_blocks
+    if rows % config.keys or cols % config.block_q:
+        return (f"the Mosaic backward needs dK/dV mask blocks that are multiples of "
+                f"{config.keys}x{config.block_q}, got {rows}x{cols}")
+    return None
+
+
+def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
+             dkdv_mask: AttentionMask, *, variant: MaskVariant, pad_id: int,
+             logits_soft_cap: float | None = None, config: BackwardConfig | None = None):
+    """(dq, dk, dv) in the inputs' dtype; lse [B, N, T] natural log (-inf on empty rows) and delta
+    [B, N, T] float32 as backends.py describes them."""
+    import jax.experimental.pallas as pl
+    import jax.experimental.pallas.mosaic_gpu as plgpu
+
+    config = config or BackwardConfig()
+    b, t, n, h = q.shape
+    s_len, num_kv = k.shape[1], k.shape[2]
+    group = n // num_kv
+    dtype = q.dtype
+    block_q, keys_per_wg, keys, stages = (config.block_q, config.keys_per_wg, config.keys,
+                                          config.stages)
+    why = supported(h, (dkdv_mask.row_block, dkdv_mask.col_block))
+    if why or v.shape[-1] != h:
+        raise NotImplementedError(why or f"the Mosaic backward needs Hv = H, got {v.shape[-1]}")
+    row_ratio, col_ratio = dkdv_mask.row_block // keys, dkdv_mask.col_block // block_q
+    t_pad, s_pad = -(-t // block_q) * block_q, -(-s_len // keys) * keys
+    num_k_tiles, num_q_tiles = s_pad // keys, t_pad // block_q
+    half = h // 2  # the dQ columns each consumer computes
+    swizzle = min(128, half * dtype.itemsize)  # K's column halves are whole swizzle tiles
+    tiled = (plgpu.TilingTransform((8, swizzle // dtype.itemsize)),
+             plgpu.SwizzleTransform(swizzle))
+
+    zero = jnp.zeros((), dtype)
+    q_live = (q_seg != pad_id)[:, :, None, None]
+    kv_live = (kv_seg != pad_id)[:, :, None, None]
+    q = pad_tokens(jnp.where(q_live, q, zero), t_pad, 0)
+    dout = pad_tokens(jnp.where(q_live, dout.astype(dtype), zero), t_pad, 0)
+    k = pad_tokens(jnp.where(kv_live, k, zero), s_pad, 0)
+    v = pad_tokens(jnp.where(kv_live, v, zero), s_pad, 0)
+    lse2 = jnp.where(jnp.isneginf(lse), jnp.inf, lse * LOG2E)  # log2 units; +inf gives P = 0
+    stats = jnp.stack([lse2, delta.astype(jnp.float32)], axis=2)  # [B, N, 2, T]
+    stats = jnp.pad(stats, ((0, 0), (0, 0), (0, 0), (0, t_pad - t)))
+    stats = stats.at[:, :, 0, t:].set(jnp.inf)
+    q_lay = jnp.stack([pad_tokens(q_pos, t_pad, 0), pad_tokens(q_seg, t_pad, pad_id)], 1)
+    k_lay = jnp.stack([pad_tokens(kv_pos, s_pad, 0), pad_tokens(kv_seg, s_pad, pad_id)], 1)
+    bounds = jnp.stack(dkdv_mask.flatten(), axis=-1).astype(jnp.int32)  # [B, R, 4]
+    cap = logits_soft_cap
+    scale = jnp.asarray(scale, jnp.float32)
+    # S * c in log2 units, or with a cap: tanh(S * c) * cap * LOG2E
+    factors = jnp.stack([scale * (LOG2E if cap is None else 1.0 / cap), scale])
+    row_layout = plgpu.Layout.WGMMA.reduce(1)
+    col_layout = plgpu.Layout.WGMMA.reduce(0)
+
+    def kernel(q_ref, k_ref, v_ref, do_ref, stats_ref, qlay_ref, klay_ref, bounds_ref,
+               factors_ref, dq_ref, dk_ref, dv_ref, scoped):
+        batch = lax.axis_index("batch")
+        kvh = lax.axis_index("heads")
+        tile = lax.axis_index("k_seq")
+        wg = lax.axis_index("wg")
+        ((q_smem, do_smem, st_smem, k_smem, v_smem, ds_smem, dq_smem), (q_ready, do_ready,
+                                                                         st_ready),
+         free, kv_ready, ds_ready, done) = scoped
+
+        lo, hi, lf, uf = block_bounds(bounds_ref, batch, tile // row_ratio, col_ratio,
+                                      num_q_tiles)
+        per_head = hi - lo
+        steps = per_head * group
+
+        def where_step(s):
+            """(query head, query tile) of step s: the group's heads in turn, each over
+            [lo, hi)."""
+            g = lax.div(s, jnp.maximum(per_head, 1))
+            return kvh * group + g, lo + s - g * per_head
+
+        @pl.when(wg < 2)
+        def _consumer():
+            plgpu.set_max_registers(config.consumer_registers, action="increase")
+            k_start = tile * keys + wg * keys_per_wg
+            kv_slice = (batch, pl.ds(k_start, keys_per_wg), kvh)
+            k_mine = k_smem.at[pl.ds(wg * keys_per_wg, keys_per_wg)]
+            plgpu.copy_gmem_to_smem(k_ref.at[kv_slice], k_mine, kv_ready.at[wg])
+            plgpu.copy_gmem_to_smem(v_ref.at[kv_slice], v_smem.at[wg], kv_ready.at[2 + wg])
+            k_pos_r = plgpu.load(klay_ref.at[batch, 0, pl.ds(k_start, keys_per_wg)],
+                                 layout=row_layout, optimized=False)
+            k_seg_r = plgpu.load(klay_ref.at[batch, 1, pl.ds(k_start, keys_per_wg)],
+                                 layout=row_layout, optimized=False)
+            c, sc = factors_ref[0], factors_ref[1]
+            plgpu.barrier_wait(kv_ready.at[0])  # dQ reads both consumers' keys
+            plgpu.barrier_wait(kv_ready.at[1])
+            plgpu.barrier_wait(kv_ready.at[2 + wg])
+            k_cols = k_smem.at[:, pl.ds(wg * half, half)]
+            shape = (keys_per_wg, block_q)
+
+            def zeros(shape_):
+                return plgpu.layout_cast(jnp.full(shape_, 0.0, jnp.float32), plgpu.Layout.WGMMA)
+
+            def cols(x):
+                return lax.broadcast_in_dim(x, shape, [1])
+
+            def step(s, carry, masked: bool):
+                dk, dv = carry
+                slot = lax.rem(s, stages)
+                d = lax.rem(s, 2)
+                head, qt = where_step(s)
+                plgpu.barrier_wait(q_ready.at[slot])
+                plgpu.barrier_wait(st_ready.at[slot])
+                plgpu.barrier_wait(do_ready.at[slot])
+
+                def sdp_scope(s_acc, dp_acc):
+                    plgpu.wgmma(s_acc, k_mine, q_smem.at[slot].transpose((1, 0)))
+                    plgpu.wgmma(dp_acc, v_smem.at[wg], do_smem.at[slot].transpose((1, 0)))
+                    s_t = plgpu.wgmma_accumulator_load(s_acc, wait_n=1)
+                    lse_c = plgpu.load(st_smem.at[slot, 0], layout=col_layout)
+                    if cap is None:
+                        p_t, d_cap = jnp.exp2(s_t * c - cols(lse_c)), None
+                    else:
+                        th = jnp.tanh(s_t * c)
+                        p_t, d_cap = jnp.exp2(th * (cap * LOG2E) - cols(lse_c)), 1.0 - th * th
+                    if masked:
+                        q_start = qt * block_q
+                        q_pos_c = plgpu.load(qlay_ref.at[batch, 0, pl.ds(q_start, block_q)],
+                                             layout=col_layout, optimized=False)
+                        q_seg_c = plgpu.load(qlay_ref.at[batch, 1, pl.ds(q_start, block_q)],
+                                             layout=col_layout, optimized=False)
+                        ok = variant.element_rule(cols(q_pos_c), cols(q_seg_c),
+                                                  lax.broadcast_in_dim(k_pos_r, shape, [0]),
+                                                  lax.broadcast_in_dim(k_seg_r, shape, [0]),
+                                                  pad_id)
+                        p_t = jnp.where(ok, p_t, 0.0)
+                    delta_c = plgpu.load(st_smem.at[slot, 1], layout=col_layout)
+                    dp_t = plgpu.wgmma_accumulator_load(dp_acc, wait_n=0) - cols(delta_c)
+                    ds_t = p_t * dp_t if d_cap is None else p_t * dp_t * d_cap
+                    return p_t.astype(dtype), ds_t.astype(dtype)
+
+                acc = plgpu.ACC(shape, jnp.float32)
+                p_t, ds_t = pl.run_scoped(sdp_scope, acc, acc)
+                # both consumers' dS^T meet in shared memory (two slots: a consumer writes slot d
+                # again only after passing the other's arrival of the step between)
+                ds_smem.at[d, pl.ds(wg * keys_per_wg, keys_per_wg)][...] = ds_t
+                plgpu.commit_smem()
+                plgpu.barrier_arrive(ds_ready.at[d])
+
+                def grad_scope(refs):
+                    dv_ref, dk_ref, dq_ref = refs
+                    plgpu.wgmma(dv_ref, p_t, do_smem.at[slot])
+                    plgpu.wgmma(dk_ref, ds_t, q_smem.at[slot])
+                    plgpu.barrier_wait(ds_ready.at[d])
+                    plgpu.wgmma(dq_ref, ds_smem.at[d].transpose((1, 0)), k_cols)
+
+                dv, dk, dq = pl.run_state(grad_scope)(
+                    (plgpu.ACC.init(dv), plgpu.ACC.init(dk),
+                     plgpu.ACC.init(zeros((block_q, half)))))
+                plgpu.barrier_arrive(free.at[slot])
+                plgpu.wait_smem_to_gmem(0, wait_read_only=True)  # the last add has read dq_smem
+                dq_smem.at[wg][...] = dq * sc
+                plgpu.commit_smem()
+                plgpu.copy_smem_to_gmem(
+                    dq_smem.at[wg],
+                    dq_ref.at[batch, pl.ds(qt * block_q, block_q), head, pl.ds(wg * half, half)],
+                    reduction_op="add")
+                return dk, dv
+
+            def head_loop(g, carry):
+                base = g * per_head
+                carry = lax.fori_loop(base, base + lf - lo,
+                                      lambda s, c_: step(s, c_, True), carry)
+                carry = lax.fori_loop(base + lf - lo, base + uf - lo,
+                                      lambda s, c_: step(s, c_, False), carry)
+                return lax.fori_loop(base + uf - lo, base + per_head,
+                                     lambda s, c_: step(s, c_, True), carry)
+
+            dk, dv = lax.fori_loop(0, group, head_loop,
+                                   (zeros((keys_per_wg, h)), zeros((keys_per_wg, h))))
+            plgpu.barrier_arrive(done)  # the other consumer's last dQ has read our keys
+            plgpu.barrier_wait(done)
+            plgpu.wait_smem_to_gmem(0)
+            k_mine[...] = (dk * sc).astype(dtype)
+            v_smem.at[wg][...] = dv.astype(dtype)
+            plgpu.commit_smem()
+            plgpu.copy_smem_to_gmem(k_mine, dk_ref.at[kv_slice], commit_group=False)
+            plgpu.copy_smem_to_gmem(v_smem.at[wg], dv_ref.at[kv_slice], commit_group=False)
+            plgpu.commit_smem_to_gmem_group()
+            plgpu.wait_smem_to_gmem(0)
+
+        @pl.when(wg == 2)
+        def _producer():
+            plgpu.set_max_registers(config.producer_registers, action="decrease")
+
+            def issue(s, slot, wait):
+                head, qt = where_step(s)
+                q_slice = (batch, pl.ds(qt * block_q, block_q), head)
+                if wait:
+                    plgpu.barrier_wait(free.at[slot])
+                plgpu.copy_gmem_to_smem(q_ref.at[q_slice], q_smem.at[slot], q_ready.at[slot])
+                plgpu.copy_gmem_to_smem(
+                    stats_ref.at[batch, head, :, pl.ds(qt * block_q, block_q)],
+                    st_smem.at[slot], st_ready.at[slot])
+                plgpu.copy_gmem_to_smem(do_ref.at[q_slice], do_smem.at[slot], do_ready.at[slot])
+
+            for i in range(stages):
+                pl.when(i < steps)(lambda i=i: issue(jnp.int32(i), i, False))
+
+            @pl.loop(0, jnp.maximum(steps - stages, 0))
+            def _(s):
+                issue(s + stages, lax.rem(s, stages), True)
+
+    def entry(q_ref, k_ref, v_ref, do_ref, stats_ref, qlay_ref, klay_ref, bounds_ref, factors_ref,
+              dq_ref, dk_ref, dv_ref):
+        f32_tiled = (plgpu.TilingTransform((8, min(32, half))),
+                     plgpu.SwizzleTransform(min(128, half * 4)))
+        smem = (
+            plgpu.SMEM((stages, block_q, h), dtype, transforms=tiled),  # Q
+            plgpu.SMEM((stages, block_q, h), dtype, transforms=tiled),  # dO
+            plgpu.SMEM((stages, 2, block_q), jnp.float32),  # logsumexp (log2), delta
+            plgpu.SMEM((keys, h), dtype, transforms=tiled),  # K, then dK
+            plgpu.SMEM((2, keys_per_wg, h), dtype, transforms=tiled),  # V, then dV
+            plgpu.SMEM((2, keys, block_q), dtype, transforms=tiled),  # dS^T, two steps
+            plgpu.SMEM((2, block_q, half), jnp.float32, transforms=f32_tiled),  # dQ halves
+        )
+        pl.run_scoped(
+            lambda *scoped: kernel(q_ref, k_ref, v_ref, do_ref, stats_ref, qlay_ref, klay_ref,
+                                   bounds_ref, factors_ref, dq_ref, dk_ref, dv_ref, scoped),
+            smem, (plgpu.Barrier(num_barriers=stages),) * 3,
+            plgpu.Barrier(num_arrivals=2, num_barriers=stages), plgpu.Barrier(num_barriers=4),
+            plgpu.Barrier(num_arrivals=2, num_barriers=2), plgpu.Barrier(num_arrivals=2),
+            collective_axes="wg")
+
+    dq_acc = jax.new_ref(jnp.zeros((b, t_pad, n, h), jnp.float32))
+    dk, dv = plgpu.kernel(
+        entry,  # refs: the inputs with dq_acc last (aliased in and out), then dk and dv
+        out_type=(jax.ShapeDtypeStruct((b, s_pad, num_kv, h), dtype),
+                  jax.ShapeDtypeStruct((b, s_pad, num_kv, h), dtype)),
+        grid=(num_kv, num_k_tiles, b),
+        grid_names=("heads", "k_seq", "batch"),
+        num_threads=3,
+        thread_name="wg",
+        compiler_params=plgpu.CompilerParams(approx_math=True),
+    )(q, k, v, dout, stats, q_lay, k_lay, bounds, factors, dq_acc)
+    return dq_acc[...][:, :t].astype(dtype), dk[:, :s_len], dv[:, :s_len]
