@@ -150,6 +150,20 @@ def test_errors_name_the_argument():
         dot_product_attention(q, k, v, implementation="cudnn")
     with pytest.raises(ValueError, match=r"sinks must be .* \(2,\)"):
         dot_product_attention(q, k, v, sinks=jnp.zeros(3))
+    with pytest.raises(ValueError, match="deterministic must be True or False, got 'yes'"):
+        dot_product_attention(q, k, v, deterministic="yes")
+
+
+def test_deterministic_false_is_a_permission():
+    """Where no faster backward exists (here the pure-JAX path) deterministic=False changes
+    nothing; the Flax factory takes it as deterministic_backward (nnx's deterministic is
+    dropout's)."""
+    q, k, v = _inputs(6, 1, 9, 9, 2, 1, 16)
+    want = dot_product_attention(q, k, v, is_causal=True)
+    got = dot_product_attention(q, k, v, is_causal=True, deterministic=False)
+    np.testing.assert_array_equal(got, want)
+    fn = make_attention_fn(deterministic_backward=False)
+    np.testing.assert_array_equal(fn(q, k, v, is_causal=True, deterministic=True), want)
 
 
 def test_flax_nnx_model_trains_like_nnx_attention():

@@ -394,18 +394,23 @@ def test_kvax_nn_runs_sharded_under_attention_specs(fake_mesh, mesh_device_count
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=2e-5, rtol=2e-5)
 
 
-@pytest.mark.parametrize("permute", [False, "striped"], ids=["in-order", "striped"])
-def test_hopper_tiles_under_context_parallelism(permute, fake_mesh, mesh_device_count):
+@pytest.mark.parametrize("permute,deterministic", [(False, True), ("striped", True),
+                                                   ("striped", False)],
+                         ids=["in-order", "striped", "striped-nondeterministic"])
+def test_hopper_tiles_under_context_parallelism(permute, deterministic, fake_mesh,
+                                               mesh_device_count):
     """bf16, head dim 128, 128x128 forward blocks: on Hopper GPUs each shard's "auto" runs the
-    Mosaic forward (elsewhere the kernels or the pure-JAX path); checked against kvax-testing's
-    float64 reference with the baseline-tied tolerance, NaN and Inf in the padding."""
+    Mosaic forward, and with deterministic=False and 128x64 dK/dV blocks the Mosaic backward
+    (elsewhere the kernels or the pure-JAX path); checked against kvax-testing's float64
+    reference with the baseline-tied tolerance, NaN and Inf in the padding."""
     from kvax_testing import check_attention
 
     devices = min(mesh_device_count, 8)
     if devices < 2 or devices % 2:
         pytest.skip(f"context parallelism here needs an even number of devices, have {devices}")
     fwd = FlashAttentionParamsConfig(query_block_size=128, kv_block_size=128)
-    bwd = FlashAttentionParamsConfig(query_block_size=64, kv_block_size=64)
+    bwd = FlashAttentionParamsConfig(query_block_size=64,
+                                     kv_block_size=64 if deterministic else 128)
     batch = packed_batch(31 + bool(permute), batch=1, kv_len=256 * devices, num_heads=4,
                          num_kv_heads=2, head_dim=128, num_docs=(3, 7), pad_tokens=(40, 90),
                          dtype="bfloat16", poison_padding=True)
@@ -420,7 +425,7 @@ def test_hopper_tiles_under_context_parallelism(permute, fake_mesh, mesh_device_
             masks = create_attention_mask(qp, qs, kp, ks, fwd_params=fwd, bwd_params=bwd,
                                           calc_bwd_mask=True)
             out = flash_attention(q, k, v, qp, qs, kp, ks, mask=masks, scale=128 ** -0.5,
-                                  fwd_params=fwd, bwd_params=bwd,
+                                  fwd_params=fwd, bwd_params=bwd, deterministic=deterministic,
                                   permute_tokens_for_load_balance=permute)
             return unpermute_tokens_context_parallelism(out, strategy=permute) if permute else out
 
