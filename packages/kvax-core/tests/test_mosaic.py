@@ -134,6 +134,8 @@ def test_backward_refuses_what_it_cannot_run():
     assert "head dims" in mosaic_bwd.supported(256, (128, 64))
     assert "128x64" in mosaic_bwd.supported(128, (64, 64))
     assert "128x64" in mosaic_bwd.supported(128, (128, 32))
+    assert "equal for keys and values" in mosaic_bwd.supported(128, (128, 64), value_dim=64)
+    assert "65535 tiles" in mosaic_bwd.supported(128, (128, 64), kv_len=128 * 65536)
     with pytest.raises(ValueError, match="deterministic must be True or False"):
         q = jnp.zeros((1, 8, 2, 64), jnp.float32)
         layout = (jnp.zeros((1, 8), jnp.int32),) * 4
@@ -202,6 +204,29 @@ VARIANTS = [
 ]
 
 
+def _variant_id(variant):
+    return "-".join(f"{k}={variant[k]}" for k in variant) or "default"
+
+
+def _two_runs(fn, batch):
+    """(output, dq, dk, dv) of two identical steps with a cotangent of ones, as float32 arrays."""
+    layout = [jnp.asarray(a) for a in batch.layout.arrays]
+
+    def step(q, k, v):
+        out, vjp = jax.vjp(lambda *x: fn(*x, *layout), q, k, v)
+        return (out, *vjp(jnp.ones_like(out)))
+
+    return [[np.asarray(x, np.float32) for x in step(batch.query, batch.key, batch.value)]
+            for _ in range(2)]
+
+
+def _assert_matches(case, variant, **options):
+    """_check with a fresh seed, which the failure message names."""
+    seed = int(np.random.SeedSequence().entropy % 2**31)
+    report = _check(case, variant, seed, **options)
+    assert report.ok, f"seed={seed}\n{report}"
+
+
 def _check(case, variant, seed, bwd=BWD, deterministic=True):
     batch = _batch(case, seed)
     scale = case["head_dim"] ** -0.5
@@ -223,20 +248,15 @@ def _check(case, variant, seed, bwd=BWD, deterministic=True):
 @hopper
 @pytest.mark.parametrize("case", CASES, ids=_case_id)
 def test_matches_reference(case):
-    seed = int(np.random.SeedSequence().entropy % 2**31)
-    report = _check(case, {}, seed)
-    assert report.ok, f"seed={seed}\n{report}"
+    _assert_matches(case, {})
 
 
 @pytest.mark.gpu
 @hopper
-@pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: "-".join(f"{k}={v[k]}" for k in v)
-                         or "default")
+@pytest.mark.parametrize("variant", VARIANTS, ids=_variant_id)
 @pytest.mark.parametrize("case", [CASES[0], CASES[1], CASES[3]], ids=_case_id)
 def test_variants_match_reference(variant, case):
-    seed = int(np.random.SeedSequence().entropy % 2**31)
-    report = _check(case, variant, seed)
-    assert report.ok, f"seed={seed}\n{report}"
+    _assert_matches(case, variant)
 
 
 @pytest.mark.gpu
@@ -266,16 +286,8 @@ def test_auto_picks_mosaic_and_falls_through():
 def test_deterministic_and_padding_exact():
     """Bitwise reruns; padding rows give exactly 0 output and 0 gradients with NaN/Inf there."""
     batch = _batch(CASES[0], 6)
-    layout = [jnp.asarray(a) for a in batch.layout.arrays]
-    fn = attention(FWD, BWD, 0.1)
     pad = batch.layout.query_segment_ids == -1
-
-    def step(q, k, v):
-        out, vjp = jax.vjp(lambda *x: fn(*x, *layout), q, k, v)
-        return (out, *vjp(jnp.ones_like(out)))
-
-    first = [np.asarray(x, np.float32) for x in step(batch.query, batch.key, batch.value)]
-    again = [np.asarray(x, np.float32) for x in step(batch.query, batch.key, batch.value)]
+    first, again = _two_runs(attention(FWD, BWD, 0.1), batch)
     for a, b in zip(first, again):
         np.testing.assert_array_equal(a, b)
     assert pad.any()
@@ -286,14 +298,11 @@ def test_deterministic_and_padding_exact():
 
 @pytest.mark.gpu
 @hopper
-@pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: "-".join(f"{k}={v[k]}" for k in v)
-                         or "default")
+@pytest.mark.parametrize("variant", VARIANTS, ids=_variant_id)
 @pytest.mark.parametrize("case", [CASES[0], CASES[1], CASES[5]], ids=_case_id)
 def test_mosaic_backward_matches_reference(variant, case):
     """deterministic=False: the Mosaic backward (head dims 64 and 128, 128x64 dK/dV blocks)."""
-    seed = int(np.random.SeedSequence().entropy % 2**31)
-    report = _check(case, variant, seed, bwd=BWD128, deterministic=False)
-    assert report.ok, f"seed={seed}\n{report}"
+    _assert_matches(case, variant, bwd=BWD128, deterministic=False)
 
 
 @pytest.mark.gpu
@@ -301,9 +310,7 @@ def test_mosaic_backward_matches_reference(variant, case):
 @pytest.mark.parametrize("case", [CASES[2], CASES[3], CASES[4]], ids=_case_id)
 def test_mosaic_backward_other_shapes(case):
     """Decode and MQA, head dim 256 (which keeps the Triton backward), one global document."""
-    seed = int(np.random.SeedSequence().entropy % 2**31)
-    report = _check(case, {}, seed, bwd=BWD128, deterministic=False)
-    assert report.ok, f"seed={seed}\n{report}"
+    _assert_matches(case, {}, bwd=BWD128, deterministic=False)
 
 
 @pytest.mark.gpu
@@ -312,17 +319,9 @@ def test_mosaic_backward_padding_exact_and_dkdv_deterministic():
     """NaN/Inf in the padding: exactly 0 output and gradients there, finite elsewhere; dK and dV
     are summed in registers in a fixed order (bitwise reruns), dQ by reduce-add (close)."""
     batch = _batch(CASES[0], 7)
-    layout = [jnp.asarray(a) for a in batch.layout.arrays]
-    fn = attention(FWD, BWD128, 0.1, deterministic=False)
     pad = batch.layout.query_segment_ids == -1
     kv_pad = batch.layout.kv_segment_ids == -1
-
-    def step(q, k, v):
-        out, vjp = jax.vjp(lambda *x: fn(*x, *layout), q, k, v)
-        return (out, *vjp(jnp.ones_like(out)))
-
-    first = [np.asarray(x, np.float32) for x in step(batch.query, batch.key, batch.value)]
-    again = [np.asarray(x, np.float32) for x in step(batch.query, batch.key, batch.value)]
+    first, again = _two_runs(attention(FWD, BWD128, 0.1, deterministic=False), batch)
     for a, b in zip(first[2:], again[2:]):
         np.testing.assert_array_equal(a, b)
     np.testing.assert_allclose(first[1], again[1], rtol=0, atol=1e-2)

@@ -154,9 +154,9 @@ class MosaicBackend(TritonBackend):
         from kvax._src.attention import mosaic_bwd
         from kvax._src.config import PADDING_SEGMENT_ID
 
-        if opts.deterministic or mosaic_bwd.supported(
-                q.shape[-1], (dkdv_mask.row_block, dkdv_mask.col_block)) or (
-                v.shape[-1] != q.shape[-1]):
+        why = mosaic_bwd.supported(q.shape[-1], (dkdv_mask.row_block, dkdv_mask.col_block),
+                                   kv_len=k.shape[1], value_dim=v.shape[-1])
+        if opts.deterministic or why:
             return super().backward(opts, q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, out,
                                     lse, delta, dout, dq_mask, dkdv_mask)
         return mosaic_bwd.backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta,

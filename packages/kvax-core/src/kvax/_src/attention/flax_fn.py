@@ -28,8 +28,9 @@ def make_attention_fn(*, query_segment_ids=None, kv_segment_ids=None, query_posi
     id -1). Variant: `is_causal` (None: the model's is_causal call argument), `local_window_size`,
     `logits_soft_cap`, `sinks`, `scale` (default 1 / sqrt(head_dim), as nnx). `implementation`
     names a backend ("mosaic", "triton", "xla"; None: "auto"); `deterministic_backward=False` is
-    flash_attention's `deterministic=False` (nnx's own `deterministic` is about dropout). Inside kvax-dist's attention_specs it runs
-    sharded, tokens in order unless `permute_tokens_for_load_balance` names their permutation.
+    flash_attention's `deterministic=False` (nnx's own `deterministic` is about dropout). Inside
+    kvax-dist's attention_specs it runs sharded, tokens in order unless
+    `permute_tokens_for_load_balance` names their permutation.
 
     Refused with NotImplementedError: a dense `mask` from nnx (put its information in the
     layout), dropout on the attention weights, `sow_weights` (the weights are never formed) and

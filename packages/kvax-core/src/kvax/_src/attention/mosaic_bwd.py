@@ -52,12 +52,16 @@ class BackwardConfig:
         return 2 * self.keys_per_wg
 
 
-def supported(head_dim: int, dkdv_blocks: tuple[int, int]) -> str | None:
+def supported(head_dim: int, dkdv_blocks: tuple[int, int], *, kv_len: int = 0,
+              value_dim: int | None = None) -> str | None:
     """Why a call with this head dim and dK/dV mask blocks (rows = keys, columns = queries) cannot
     take this backward, or None."""
     config = BackwardConfig()
-    if head_dim not in HEAD_DIMS:
-        return f"the Mosaic backward takes head dims {HEAD_DIMS}, got {head_dim}"
+    if head_dim not in HEAD_DIMS or value_dim not in (None, head_dim):
+        return (f"the Mosaic backward takes head dims {HEAD_DIMS} equal for keys and values, got "
+                f"{head_dim} and {value_dim}")
+    if -(-kv_len // config.keys) > 65535:  # CUDA's grid limit
+        return f"the Mosaic backward takes up to 65535 tiles of {config.keys} keys, got {kv_len}"
     rows, cols = dkdv_blocks
     if rows % config.keys or cols % config.block_q:
         return (f"the Mosaic backward needs dK/dV mask blocks that are multiples of "
@@ -80,9 +84,10 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
     dtype = q.dtype
     block_q, keys_per_wg, keys, stages = (config.block_q, config.keys_per_wg, config.keys,
                                           config.stages)
-    why = supported(h, (dkdv_mask.row_block, dkdv_mask.col_block))
-    if why or v.shape[-1] != h:
-        raise NotImplementedError(why or f"the Mosaic backward needs Hv = H, got {v.shape[-1]}")
+    why = supported(h, (dkdv_mask.row_block, dkdv_mask.col_block), kv_len=s_len,
+                    value_dim=v.shape[-1])
+    if why:
+        raise NotImplementedError(why)
     row_ratio, col_ratio = dkdv_mask.row_block // keys, dkdv_mask.col_block // block_q
     t_pad, s_pad = -(-t // block_q) * block_q, -(-s_len // keys) * keys
     num_k_tiles, num_q_tiles = s_pad // keys, t_pad // block_q
