@@ -133,8 +133,8 @@ def bench_ours(w: Workload, args, spec: str = "auto"):
     from kvax._src.attention import backends
     from kvax.ops import create_attention_mask, flash_attention
 
-    backend, _, mode = spec.partition(":")
-    if mode not in ("", "nondeterministic"):
+    backend, _, option = spec.partition(":")
+    if option not in ("", "nondeterministic"):
         raise ValueError(f"backend spec must be NAME or NAME:nondeterministic, got {spec!r}")
     q, k, v, pos, seg = inputs(w)
     dt = jnp.dtype(w.dtype)
@@ -154,7 +154,7 @@ def bench_ours(w: Workload, args, spec: str = "auto"):
                                                      scale=scale, **variant,
                                                      logits_soft_cap=w.soft_cap, sinks=sinks,
                                                      backend=backend,
-                                                     deterministic=not mode))
+                                                     deterministic=not option))
 
     @jax.jit
     def fwdbwd(q, k, v, m, dout):
@@ -166,7 +166,7 @@ def bench_ours(w: Workload, args, spec: str = "auto"):
     resolved = backends.resolve(backend, q, k, v, fwd_params=masks[0].params)
     label = "kvax (ours)" if spec == args.backend else f"kvax (ours, {spec})"
     row = Row(label, w.seq_len, mask_ms=mask_ms,
-              detail=f"backend {resolved}" + (f", {mode} backward" if mode else ""))
+              detail=f"backend {resolved}" + (f", {option} backward" if option else ""))
     row.fwd_ms = median_ms(lambda: fwd(q, k, v, masks), args.repeats)
     if args.mode.endswith("bwd"):
         row.fwdbwd_ms = median_ms(lambda: fwdbwd(q, k, v, masks, dout), args.repeats)

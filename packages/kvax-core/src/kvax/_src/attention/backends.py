@@ -70,8 +70,8 @@ class TritonBackend(Backend):
     def check(self, query, key, value, *, platform: str) -> None:
         if platform != "gpu":
             raise NotImplementedError(
-                f"backend={self.name!r} needs a CUDA GPU; JAX's default backend is {platform!r}. Use "
-                "backend='auto' or 'xla' for the pure-JAX path")
+                f"backend={self.name!r} needs a CUDA GPU; JAX's default backend is "
+                f"{platform!r}. Use backend='auto' or 'xla' for the pure-JAX path")
         validate.check_head_dims_supported(query, value)
 
     def default_params(self, device_kind: str, *, backward: bool) -> FlashAttentionParamsConfig:
@@ -117,17 +117,18 @@ class MosaicBackend(TritonBackend):
         super().check(query, key, value, platform=platform)
         kind = current_device_kind()
         if not is_hopper(kind):
-            raise NotImplementedError(f"backend='mosaic' needs a Hopper GPU (H100/H200), got {kind}")
+            raise NotImplementedError(
+                f"backend='mosaic' needs a Hopper GPU (H100/H200), got {kind}")
         dtypes = {str(x.dtype) for x in (query, key, value)}
         if not dtypes <= {"bfloat16", "float16"} or len(dtypes) > 1:
             raise NotImplementedError(
-                f"backend='mosaic' takes bfloat16 or float16 query, key and value of one dtype, got "
-                f"{query.dtype}, {key.dtype}, {value.dtype}")
+                f"backend='mosaic' takes bfloat16 or float16 query, key and value of one dtype, "
+                f"got {query.dtype}, {key.dtype}, {value.dtype}")
         rows = MosaicConfig().rows  # queries per program
         if -(-query.shape[1] // rows) > 65535 or query.shape[0] > 65535:  # CUDA's grid limit
             raise NotImplementedError(
-                f"backend='mosaic' takes up to 65535 blocks of {rows} queries and 65535 batch rows, "
-                f"got query shape {tuple(query.shape)}")
+                f"backend='mosaic' takes up to 65535 blocks of {rows} queries and 65535 batch "
+                f"rows, got query shape {tuple(query.shape)}")
         h, hv = query.shape[-1], value.shape[-1]
         if h != hv or h not in (64, 128, 256):
             raise NotImplementedError(

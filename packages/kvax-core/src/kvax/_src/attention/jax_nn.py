@@ -90,10 +90,10 @@ def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None
     Transformer Engine use 0: pass padding_segment_id=0); `query_positions` / `kv_positions`
     replace arange in the causal and window rules (packed documents restart them);
     `logits_soft_cap`, `sinks` and `deterministic` as in kvax.ops.flash_attention. A dense `bias`
-    or `mask` is NotImplementedError. Inside kvax-dist's attention_specs the call runs sharded; the tokens are
-    taken in order unless `permute_tokens_for_load_balance` names the permutation applied to
-    them (as in kvax.ops.flash_attention; then pass the permuted query positions and segment
-    ids, and the kv ones in original order).
+    or `mask` is NotImplementedError. Inside kvax-dist's attention_specs the call runs sharded;
+    the tokens are taken in order unless `permute_tokens_for_load_balance` names the permutation
+    applied to them (as in kvax.ops.flash_attention; then pass the permuted query positions and
+    segment ids, and the kv ones in original order).
     """
     if bias is not None or mask is not None:
         raise NotImplementedError(f"a dense {'bias' if bias is not None else 'mask'} is not "

@@ -25,17 +25,16 @@ element rule. Measured on an H100 in docs/bench/h100-2026-11-23-mosaic-bwd.
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import jax
 import jax.numpy as jnp
 from jax import lax
 
 from kvax._src.attention.mask import AttentionMask
-from kvax._src.attention.mosaic_fwd import block_bounds, pad_tokens
+from kvax._src.attention.mosaic_fwd import (LOG2E, block_bounds, logit_factor, mask_bounds,
+                                             pad_tokens, tiled_layout)
 from kvax._src.attention.variant import MaskVariant
 
-LOG2E = math.log2(math.e)
 HEAD_DIMS = (64, 128)  # dK and dV of 64 keys x 256 do not fit one warpgroup's registers
 
 
@@ -107,13 +106,11 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
     stats = jnp.stack([lse2, delta.astype(jnp.float32)], axis=2)  # [B, N, 2, T]
     stats = jnp.pad(stats, ((0, 0), (0, 0), (0, 0), (0, t_pad - t)))
     stats = stats.at[:, :, 0, t:].set(jnp.inf)
-    q_lay = jnp.stack([pad_tokens(q_pos, t_pad, 0), pad_tokens(q_seg, t_pad, pad_id)], 1)
-    k_lay = jnp.stack([pad_tokens(kv_pos, s_pad, 0), pad_tokens(kv_seg, s_pad, pad_id)], 1)
-    bounds = jnp.stack(dkdv_mask.flatten(), axis=-1).astype(jnp.int32)  # [B, R, 4]
+    q_lay = tiled_layout(q_pos, q_seg, t_pad, pad_id)
+    k_lay = tiled_layout(kv_pos, kv_seg, s_pad, pad_id)
+    bounds = mask_bounds(dkdv_mask)
     cap = logits_soft_cap
-    scale = jnp.asarray(scale, jnp.float32)
-    # S * c in log2 units, or with a cap: tanh(S * c) * cap * LOG2E
-    factors = jnp.stack([scale * (LOG2E if cap is None else 1.0 / cap), scale])
+    factors = jnp.stack([logit_factor(scale, cap), jnp.asarray(scale, jnp.float32)])
     row_layout = plgpu.Layout.WGMMA.reduce(1)
     col_layout = plgpu.Layout.WGMMA.reduce(0)
 

@@ -71,6 +71,25 @@ def supported(mask_blocks: tuple[int, int]) -> str | None:
     return None
 
 
+def tiled_layout(pos, seg, length: int, pad_id: int):
+    """[B, 2, length] int32 for the kernels: positions (0 past the end) and segment ids (pad_id
+    past the end, so the element rule hides the tiles' padding)."""
+    return jnp.stack([pad_tokens(pos, length, 0), pad_tokens(seg, length, pad_id)], 1)
+
+
+def mask_bounds(mask: AttentionMask):
+    """The block mask's four bounds per row as one [B, R, 4] int32 array (read by
+    block_bounds)."""
+    return jnp.stack(mask.flatten(), axis=-1).astype(jnp.int32)
+
+
+def logit_factor(scale, logits_soft_cap: float | None):
+    """What the raw product S is multiplied by in the kernels: scale * LOG2E (logits in log2
+    units), or with a soft cap c, scale / c (the kernels then take tanh(.) * c * LOG2E)."""
+    return jnp.asarray(scale, jnp.float32) * (LOG2E if logits_soft_cap is None
+                                              else 1.0 / logits_soft_cap)
+
+
 def block_bounds(bounds_ref, batch, row, col_ratio: int, num_tiles: int):
     """Inside a kernel: one block-mask row's (lower, upper, lower_full, upper_full) in kernel
     tiles (col_ratio per mask block), clipped to the num_tiles that exist and ordered lower <=
@@ -114,12 +133,11 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
     q = pad_tokens(q, t_pad, 0)
     k = pad_tokens(k, s_pad, 0)
     v = pad_tokens(v, s_pad, 0)
-    q_lay = jnp.stack([pad_tokens(q_pos, t_pad, 0), pad_tokens(q_seg, t_pad, pad_id)], 1)
-    k_lay = jnp.stack([pad_tokens(kv_pos, s_pad, 0), pad_tokens(kv_seg, s_pad, pad_id)], 1)
-    bounds = jnp.stack(mask.flatten(), axis=-1).astype(jnp.int32)  # [B, R, 4]
-    # logits in log2 units: s * LOG2E, or with a cap c: tanh(s / c) * (c * LOG2E)
+    q_lay = tiled_layout(q_pos, q_seg, t_pad, pad_id)
+    k_lay = tiled_layout(kv_pos, kv_seg, s_pad, pad_id)
+    bounds = mask_bounds(mask)
     cap = logits_soft_cap
-    qk_scale = jnp.asarray(scale, jnp.float32) * (LOG2E if cap is None else 1.0 / cap)
+    qk_scale = logit_factor(scale, cap)
     sink_logits = jnp.zeros((n,), jnp.float32) if sinks is None else sinks.astype(jnp.float32)
     factors = jnp.concatenate([qk_scale.reshape(1), sink_logits * LOG2E])
 
