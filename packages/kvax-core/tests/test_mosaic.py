@@ -63,6 +63,13 @@ def test_forward_lowers_for_cuda(h, dtype, variant, config, extra):
     the budget and raises past it)."""
     text = _lower(h, jnp.dtype(dtype), variant, config, **extra).as_text()
     assert re.findall(r"stablehlo.custom_call @(\w+)", text) == ["mosaic_gpu_v2"]
+    _assert_hardware_tanh(text, extra)
+
+
+def _assert_hardware_tanh(text, extra):
+    """A soft cap brings the hardware's tanh (approximate math), none without a cap."""
+    found = set(re.findall(r"tanh[\w.]*", text))
+    assert found == ({"tanh", "tanh.approx.f32"} if extra.get("cap") else set())
 
 
 def test_tiles_follow_the_head_dim_and_the_mask():
@@ -126,6 +133,7 @@ def test_backward_lowers_for_cuda(h, dtype, variant, extra):
     text = jax.jit(jax.grad(loss, argnums=(0, 1, 2))).trace(q, k, k).lower(
         lowering_platforms=("cuda",)).as_text()
     assert re.findall(r"stablehlo.custom_call @(\w+)", text) == ["mosaic_gpu_v2"] * 2
+    _assert_hardware_tanh(text, extra)
 
 
 def test_backward_refuses_what_it_cannot_run():

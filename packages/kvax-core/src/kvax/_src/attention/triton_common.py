@@ -79,7 +79,8 @@ def position_rule(q_pos, k_pos, VARIANT: tl.constexpr):
 def tanh(x, IEEE: tl.constexpr):
     """libdevice's tanh for float32 inputs; the hardware's tanh.approx.f32 (one MUFU op, relative
     error ~2^-11, under bf16/f16 rounding) for 16-bit ones: libdevice's made the capped forward
-    2.1x slower on an H100."""
+    2.1x slower on an H100. tanh.approx.f16x2 (one MUFU op per two logits, three conversions)
+    measured no faster here (docs/bench/h100-2026-11-23-softcap)."""
     if IEEE:
         return libdevice.tanh(x)
     else:
