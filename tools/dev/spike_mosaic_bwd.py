@@ -1,7 +1,7 @@
 """Spike and tuning harness of the Mosaic GPU backward (kvax/_src/attention/mosaic_bwd.py, dQ by
 TMA reduce-add), beside the Triton backward, on the issue's rows.
 
-    python tools/dev/spike_mosaic_bwd.py [--lower-only] [--configs 240/24,232/40]
+    python tools/dev/spike_mosaic_bwd.py [--lower-only] [--configs 240/24,232/40,240/24/3]
 
 The run checks dq, dk, dv against the Triton backward and against the float64 reference on small
 odd shapes with NaN in the padding, then times both backwards on the issue's rows.
@@ -72,14 +72,15 @@ def _runners(p, bwd_params, configs):
 
 
 def _configs(text: str):
-    """"240/24,232/40" -> {name: BackwardConfig} (consumer/producer registers)."""
+    """"240/24,232/40/3" -> {name: BackwardConfig} (consumer/producer registers[/stages])."""
     from kvax._src.attention.mosaic_bwd import BackwardConfig
 
     configs = {}
     for item in text.split(","):
-        consumer, producer = (int(x) for x in item.split("/"))
+        consumer, producer, *stages = (int(x) for x in item.split("/"))
         configs[f"mosaic{item}"] = BackwardConfig(consumer_registers=consumer,
-                                                  producer_registers=producer)
+                                                  producer_registers=producer,
+                                                  stages=stages[0] if stages else 2)
     return configs
 
 
