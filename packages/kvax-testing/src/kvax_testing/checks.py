@@ -199,8 +199,11 @@ def check_attention(
     if residual or sinks is not None:
         # The logsumexp and the sinks' gradient are float32 results whatever the input dtype:
         # their plain computation is the float32 one (a 16-bit one would excuse any error).
-        plain32, plain32_vjp = jax.vjp(ref_fn(jnp.float32), *[as_dtype(x, jnp.float32)
-                                                              for x in clean])
+        if dtype == jnp.float32:  # the plain computation above already is
+            plain32, plain32_vjp = plain, plain_vjp
+        else:
+            plain32, plain32_vjp = jax.vjp(ref_fn(jnp.float32), *[as_dtype(x, jnp.float32)
+                                                                  for x in clean])
         if residual:
             plain = (plain[0], plain32[1])
         if grads and sinks is not None:
