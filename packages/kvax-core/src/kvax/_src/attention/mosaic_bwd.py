@@ -103,7 +103,10 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
     k = pad_tokens(jnp.where(kv_live, k, zero), s_pad, 0)
     v = pad_tokens(jnp.where(kv_live, v, zero), s_pad, 0)
     lse2 = jnp.where(jnp.isneginf(lse), jnp.inf, lse * LOG2E)  # log2 units; +inf gives P = 0
-    stats = jnp.stack([lse2, delta.astype(jnp.float32)], axis=2)  # [B, N, 2, T]
+    # delta's reduction over dO * O stays its own fusion: fused into the stacking below, XLA
+    # ran it 4.5x slower (1.65 ms a step at 64k x 32 heads on an H100, tools/dev/profile_step.py)
+    lse2, delta = lax.optimization_barrier((lse2, delta.astype(jnp.float32)))
+    stats = jnp.stack([lse2, delta], axis=2)  # [B, N, 2, T]
     stats = jnp.pad(stats, ((0, 0), (0, 0), (0, 0), (0, t_pad - t)))
     stats = stats.at[:, :, 0, t:].set(jnp.inf)
     q_lay = tiled_layout(q_pos, q_seg, t_pad, pad_id)

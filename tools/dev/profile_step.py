@@ -1,0 +1,81 @@
+"""Where a forward+backward step's GPU time goes: runs one benchmark row's step under JAX's
+profiler and sums the GPU kernels' durations by name (from the Perfetto trace), for the default
+backward and deterministic=False.
+
+    python tools/dev/profile_step.py [--doc-median 190] [--num-segments 8] [--steps 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import glob
+import gzip
+import json
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from workloads import Workload, inputs  # noqa: E402
+
+
+def kernel_times(trace_dir: str, steps: int):
+    """{kernel name: ms per step} from the Perfetto trace of `steps` steps (GPU events: those
+    on threads whose name mentions a stream)."""
+    (path,) = glob.glob(os.path.join(trace_dir, "**", "perfetto_trace.json.gz"), recursive=True)
+    with gzip.open(path) as f:
+        trace = json.load(f)
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
+               if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    totals = collections.Counter()
+    for e in events:
+        if e.get("ph") == "X" and "stream" in threads.get((e["pid"], e.get("tid")), "").lower():
+            totals[e["name"][:90]] += e.get("dur", 0) / 1000 / steps
+    if not totals:  # say what the trace holds instead
+        print("no stream threads; threads:", sorted(set(threads.values()))[:40], flush=True)
+    return totals
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--num-segments", type=int, default=8)
+    parser.add_argument("--doc-median", type=int, default=None)
+    parser.add_argument("--steps", type=int, default=5)
+    args = parser.parse_args()
+    import jax
+    import jax.numpy as jnp
+
+    import kvax
+
+    w = Workload(65536, num_segments=args.num_segments, num_pad_tokens=2000,
+                 doc_median=args.doc_median)
+    q, k, v, pos, seg = inputs(w)
+    q, k, v = (jnp.asarray(x, jnp.bfloat16) for x in (q, k, v))
+    pos, seg = jnp.asarray(pos), jnp.asarray(seg)
+    print(w.name, flush=True)
+    for deterministic in (True, False):
+        def loss(q, k, v):
+            masks = kvax.ops.create_attention_mask(pos, seg, pos, seg, calc_bwd_mask=True)
+            out = kvax.ops.flash_attention(q, k, v, pos, seg, pos, seg, mask=masks,
+                                           scale=w.head_dim ** -0.5,
+                                           deterministic=deterministic)
+            return jnp.sum(out.astype(jnp.float32))
+
+        step = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))
+        for _ in range(3):
+            jax.block_until_ready(step(q, k, v))
+        with tempfile.TemporaryDirectory() as tmp:
+            with jax.profiler.trace(tmp, create_perfetto_trace=True):
+                for _ in range(args.steps):
+                    jax.block_until_ready(step(q, k, v))
+            totals = kernel_times(tmp, args.steps)
+        print(f"\ndeterministic={deterministic}: {sum(totals.values()):.2f} ms of GPU kernels "
+              "per step", flush=True)
+        for name, ms in totals.most_common(15):
+            print(f"  {ms:8.3f} ms  {name}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
