@@ -164,6 +164,44 @@ def test_backward_keeps_delta_out_of_the_stacking():
         assert eqn.primitive.name == "optimization_barrier"
 
 
+
+def _all_eqns(jaxpr):
+    """Every equation of a jaxpr and of the jaxprs inside it."""
+    for eqn in jaxpr.eqns:
+        yield eqn
+        for param in eqn.params.values():
+            for sub in (param if isinstance(param, (tuple, list)) else (param,)):
+                sub = getattr(sub, "jaxpr", sub)
+                if hasattr(sub, "eqns"):
+                    yield from _all_eqns(sub)
+
+
+def test_inputs_are_not_copied_to_whole_tiles():
+    """Token lengths that are multiples of 8 reach both Mosaic kernels without padded copies
+    (TMA fills the tiles past the end with zeros and skips storing them); of the key/value
+    padding-zeroing copies only the forward's of V remains: the backward zeroes K's padding rows
+    in shared memory and hides V's behind the element rule."""
+    t, s, h = 1000, 1000, 64  # neither a multiple of a tile
+    q = jnp.zeros((1, t, 4, h), jnp.bfloat16)
+    k = jnp.zeros((1, s, 2, h), jnp.bfloat16)
+    layout = (jnp.arange(t, dtype=jnp.int32)[None], jnp.zeros((1, t), jnp.int32),
+              jnp.arange(s, dtype=jnp.int32)[None], jnp.zeros((1, s), jnp.int32))
+    masks = build_masks(*layout, fwd_params=FWD, bwd_params=BWD128, skip_pad_tokens=True,
+                        variant=MaskVariant())
+    opts = Options(sequential=False, backend="mosaic", fwd_params=FWD, bwd_params=BWD128,
+                   variant=MaskVariant(), logits_soft_cap=None, deterministic=False)
+
+    def loss(q, k, v):
+        out, _ = vjp_attention(opts, q, k, v, jnp.float32(0.1), None, *layout, masks)
+        return jnp.sum(out.astype(jnp.float32))
+
+    eqns = list(_all_eqns(jax.make_jaxpr(jax.grad(loss, argnums=(0, 1, 2)))(q, k, k).jaxpr))
+    big = [e for e in eqns if e.primitive.name in ("pad", "select_n", "concatenate")
+           and e.outvars[0].aval.shape[-1:] == (h,)]  # token arrays, not the small stats
+    assert not [e for e in big if e.primitive.name != "select_n"]
+    assert len([e for e in big if e.outvars[0].aval.shape == k.shape]) == 1  # the forward's V
+
+
 def test_backward_refuses_what_it_cannot_run():
     assert mosaic_bwd.supported(128, (128, 64)) is None
     assert mosaic_bwd.supported(64, (256, 128)) is None

@@ -17,9 +17,15 @@ reduce-add: 5 products per (query, key) pair instead of the Triton kernels' 7, a
 float32 additions in arrival order (dQ differs between reruns in its last bits; dK, dV do not).
 The accumulator is a `jax.new_ref` passed to the kernel (plgpu.kernel aliases refs in and out).
 
-Padding rows are zeroed in copies of q, k, v and dO first (a zero weight times NaN is NaN inside
-every product) and inputs are padded to whole tiles. Tiles in [lower_full, upper_full) skip the
-element rule. Measured on an H100 in docs/bench/h100-2026-11-23-mosaic-bwd.
+NaN or Inf in the padding never leaks (a zero weight times NaN is NaN inside a product): Q's and
+dO's padding rows are zeroed in copies first; in masked tiles P^T and dS^T take the element rule,
+which hides V's padding (read only by dP^T), and each consumer zeroes its keys' padding rows of K
+in shared memory once, before any dQ product reads them. Zeroing the Q and dO tiles there too
+(the rare tiles that hold padding, behind a flag) cost more in the kernel (~1 ms a step at 64k)
+than their copies. Tiles past the end of the tokens come in by TMA as zeros and dK/dV rows past
+it are not stored, so only lengths that are not a multiple of 8 get padded copies. Tiles in
+[lower_full, upper_full) skip the element rule. Measured on an H100 in
+docs/bench/h100-2026-11-23-mosaic-bwd and docs/bench/h100-2026-11-23-padding.
 """
 
 from __future__ import annotations
@@ -31,8 +37,8 @@ import jax.numpy as jnp
 from jax import lax
 
 from kvax._src.attention.mask import AttentionMask
-from kvax._src.attention.mosaic_fwd import (LOG2E, block_bounds, logit_factor, mask_bounds,
-                                             pad_tokens, tiled_layout)
+from kvax._src.attention.mosaic_fwd import (LOG2E, TMA_ROWS, block_bounds, logit_factor,
+                                             mask_bounds, pad_tokens, round_up, tiled_layout)
 from kvax._src.attention.variant import MaskVariant
 
 HEAD_DIMS = (64, 128)  # dK and dV of 64 keys x 256 do not fit one warpgroup's registers
@@ -95,13 +101,13 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
     tiled = (plgpu.TilingTransform((8, swizzle // dtype.itemsize)),
              plgpu.SwizzleTransform(swizzle))
 
-    zero = jnp.zeros((), dtype)
+    t_tma, s_tma = round_up(t, TMA_ROWS), round_up(s_len, TMA_ROWS)
     q_live = (q_seg != pad_id)[:, :, None, None]
-    kv_live = (kv_seg != pad_id)[:, :, None, None]
-    q = pad_tokens(jnp.where(q_live, q, zero), t_pad, 0)
-    dout = pad_tokens(jnp.where(q_live, dout.astype(dtype), zero), t_pad, 0)
-    k = pad_tokens(jnp.where(kv_live, k, zero), s_pad, 0)
-    v = pad_tokens(jnp.where(kv_live, v, zero), s_pad, 0)
+    zero = jnp.zeros((), dtype)
+    q = pad_tokens(jnp.where(q_live, q, zero), t_tma, 0)
+    dout = pad_tokens(jnp.where(q_live, dout.astype(dtype), zero), t_tma, 0)
+    k = pad_tokens(k, s_tma, 0)
+    v = pad_tokens(v, s_tma, 0)
     lse2 = jnp.where(jnp.isneginf(lse), jnp.inf, lse * LOG2E)  # log2 units; +inf gives P = 0
     # delta's reduction over dO * O stays its own fusion: fused into the stacking below, XLA
     # ran it 4.5x slower (1.65 ms a step at 64k x 32 heads on an H100, tools/dev/profile_step.py)
@@ -116,6 +122,13 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
     factors = jnp.stack([logit_factor(scale, cap), jnp.asarray(scale, jnp.float32)])
     row_layout = plgpu.Layout.WGMMA.reduce(1)
     col_layout = plgpu.Layout.WGMMA.reduce(0)
+
+    def zero_padding_rows(tile_ref, seg_r):
+        """Inside a consumer: a shared-memory tile's padding rows (seg_r: the rows' segment ids
+        in the row layout) set to 0."""
+        x = plgpu.load(tile_ref, layout=plgpu.Layout.WGMMA)
+        live = lax.broadcast_in_dim(seg_r != pad_id, x.shape, [0])
+        tile_ref[...] = jnp.where(live, x, jnp.zeros((), x.dtype))
 
     def kernel(q_ref, k_ref, v_ref, do_ref, stats_ref, qlay_ref, klay_ref, bounds_ref,
                factors_ref, dq_ref, dk_ref, dv_ref, scoped):
@@ -151,8 +164,12 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
             k_seg_r = plgpu.load(klay_ref.at[batch, 1, pl.ds(k_start, keys_per_wg)],
                                  layout=row_layout, optimized=False)
             c, sc = factors_ref[0], factors_ref[1]
-            plgpu.barrier_wait(kv_ready.at[0])  # dQ reads both consumers' keys
-            plgpu.barrier_wait(kv_ready.at[1])
+            plgpu.barrier_wait(kv_ready.at[wg])
+            # dQ reads both consumers' keys: the other's after its first dS^T arrival, so after
+            # its zeroing too
+            zero_padding_rows(k_mine, k_seg_r)
+            plgpu.commit_smem()
+            plgpu.barrier_wait(kv_ready.at[1 - wg])
             plgpu.barrier_wait(kv_ready.at[2 + wg])
             k_cols = k_smem.at[:, pl.ds(wg * half, half)]
             shape = (keys_per_wg, block_q)
@@ -196,6 +213,8 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
                     delta_c = plgpu.load(st_smem.at[slot, 1], layout=col_layout)
                     dp_t = plgpu.wgmma_accumulator_load(dp_acc, wait_n=0) - cols(delta_c)
                     ds_t = p_t * dp_t if d_cap is None else p_t * dp_t * d_cap
+                    if masked:  # dP^T is NaN on keys whose V is
+                        ds_t = jnp.where(ok, ds_t, 0.0)
                     return p_t.astype(dtype), ds_t.astype(dtype)
 
                 acc = plgpu.ACC(shape, jnp.float32)
@@ -291,11 +310,11 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
             plgpu.Barrier(num_arrivals=2, num_barriers=2), plgpu.Barrier(num_arrivals=2),
             collective_axes="wg")
 
-    dq_acc = jax.new_ref(jnp.zeros((b, t_pad, n, h), jnp.float32))
+    dq_acc = jax.new_ref(jnp.zeros((b, t_tma, n, h), jnp.float32))
     dk, dv = plgpu.kernel(
         entry,  # refs: the inputs with dq_acc last (aliased in and out), then dk and dv
-        out_type=(jax.ShapeDtypeStruct((b, s_pad, num_kv, h), dtype),
-                  jax.ShapeDtypeStruct((b, s_pad, num_kv, h), dtype)),
+        out_type=(jax.ShapeDtypeStruct((b, s_tma, num_kv, h), dtype),
+                  jax.ShapeDtypeStruct((b, s_tma, num_kv, h), dtype)),
         grid=(num_kv, num_k_tiles, b),
         grid_names=("heads", "k_seq", "batch"),
         num_threads=3,

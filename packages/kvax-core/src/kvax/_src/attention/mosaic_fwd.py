@@ -8,9 +8,13 @@ orders them). Tiles in [lower_full, upper_full) skip the element mask; the other
 document/causal/window rule to the tile's segment ids and positions, read from global memory in
 the accumulator's column layout. Consumers get most registers, the producer few.
 
-Inputs are padded to whole tiles (padding rows get the padding segment id, so the rule hides
-them) and padding values are zeroed first (P = 0 times NaN is NaN: the kernel cannot zero a
-shared-memory tile both consumers read). The residuals follow backends.py: the logsumexp in
+Q, K and V are not copied to whole tiles: a tile past the end of the tokens comes in by TMA as
+zeros and the output tile's rows past the end are not stored (TMA skips out-of-bounds rows); only
+lengths that are not a multiple of 8 (the shared-memory tiling's rows) get padded copies. The
+small position/segment-id layout is padded, with the padding segment id, so the rule hides those
+rows. V's padding rows are zeroed first (P = 0 times NaN is NaN: the kernel cannot zero a
+shared-memory tile both consumers read); NaN in Q's or K's padding only reaches logits the rule
+replaces. The residuals follow backends.py: the logsumexp in
 natural log, -inf on rows with nothing to attend.
 """
 
@@ -27,6 +31,7 @@ from kvax._src.attention.mask import AttentionMask
 from kvax._src.attention.variant import MaskVariant
 
 LOG2E = math.log2(math.e)
+TMA_ROWS = 8  # token lengths the tiled TMA copies take without a padded copy are multiples of this
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,7 +46,7 @@ class MosaicConfig:
         return 2 * self.block_q
 
 
-def _round_up(x: int, m: int) -> int:
+def round_up(x: int, m: int) -> int:
     return -(-x // m) * m
 
 
@@ -125,14 +130,15 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
             f"the Mosaic forward needs a mask whose blocks are multiples of {rows}x{block_kv}, got "
             f"{mask.row_block}x{mask.col_block}")
     row_ratio, col_ratio = mask.row_block // rows, mask.col_block // block_kv
-    t_pad, s_pad = _round_up(t, rows), _round_up(s_len, block_kv)
+    t_pad, s_pad = round_up(t, rows), round_up(s_len, block_kv)
     num_q_tiles, num_kv_tiles = t_pad // rows, s_pad // block_kv
 
     kv_live = kv_seg != pad_id
     v = jnp.where(kv_live[:, :, None, None], v, jnp.zeros((), v.dtype))
-    q = pad_tokens(q, t_pad, 0)
-    k = pad_tokens(k, s_pad, 0)
-    v = pad_tokens(v, s_pad, 0)
+    t_tma, s_tma = round_up(t, TMA_ROWS), round_up(s_len, TMA_ROWS)
+    q = pad_tokens(q, t_tma, 0)
+    k = pad_tokens(k, s_tma, 0)
+    v = pad_tokens(v, s_tma, 0)
     q_lay = tiled_layout(q_pos, q_seg, t_pad, pad_id)
     k_lay = tiled_layout(kv_pos, kv_seg, s_pad, pad_id)
     bounds = mask_bounds(mask)
@@ -308,7 +314,7 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
 
     out, lse = plgpu.kernel(
         entry,
-        out_type=(jax.ShapeDtypeStruct((b, t_pad, n, h), dtype),
+        out_type=(jax.ShapeDtypeStruct((b, t_tma, n, h), dtype),
                   jax.ShapeDtypeStruct((b, n, t_pad), jnp.float32)),
         grid=(n, num_q_tiles, b),
         grid_names=("heads", "q_seq", "batch"),
