@@ -1,6 +1,6 @@
 """Where a forward+backward step's GPU time goes: runs one benchmark row's step under JAX's
-profiler and sums the GPU kernels' durations by name (from the Perfetto trace), for the default
-backward and deterministic=False.
+profiler and sums the GPU kernels' durations by name (from the Perfetto trace), for the forward
+alone, then forward+backward with the default backward and with deterministic=False.
 
     python tools/dev/profile_step.py [--doc-median 190] [--num-segments 8] [--steps 5]
 """
@@ -15,14 +15,18 @@ import json
 import os
 import sys
 import tempfile
+import time
+
+import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from workloads import Workload, inputs  # noqa: E402
 
 
-def kernel_times(trace_dir: str, steps: int):
+def kernel_times(trace_dir: str, steps: int, span: list | None = None):
     """{kernel name: ms per step} from the Perfetto trace of `steps` steps (GPU events: those
-    on threads whose name mentions a stream)."""
+    on threads whose name mentions a stream); span, if given, gets the GPU's ms per step from
+    the first kernel's start to the last one's end (the kernels plus the GPU's idle gaps)."""
     (path,) = glob.glob(os.path.join(trace_dir, "**", "perfetto_trace.json.gz"), recursive=True)
     with gzip.open(path) as f:
         trace = json.load(f)
@@ -30,9 +34,13 @@ def kernel_times(trace_dir: str, steps: int):
     threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
                if e.get("ph") == "M" and e.get("name") == "thread_name"}
     totals = collections.Counter()
+    kernels = []
     for e in events:
         if e.get("ph") == "X" and "stream" in threads.get((e["pid"], e.get("tid")), "").lower():
             totals[e["name"][:90]] += e.get("dur", 0) / 1000 / steps
+            kernels.append((e["ts"], e["ts"] + e.get("dur", 0)))
+    if span is not None and kernels:
+        span.append((max(e for _, e in kernels) - min(s for s, _ in kernels)) / 1000 / steps)
     if not totals:  # say what the trace holds instead
         print("no stream threads; threads:", sorted(set(threads.values()))[:40], flush=True)
     return totals
@@ -55,24 +63,36 @@ def main():
     q, k, v = (jnp.asarray(x, jnp.bfloat16) for x in (q, k, v))
     pos, seg = jnp.asarray(pos), jnp.asarray(seg)
     print(w.name, flush=True)
-    for deterministic in (True, False):
-        def loss(q, k, v):
-            masks = kvax.ops.create_attention_mask(pos, seg, pos, seg, calc_bwd_mask=True)
-            out = kvax.ops.flash_attention(q, k, v, pos, seg, pos, seg, mask=masks,
-                                           scale=w.head_dim ** -0.5,
-                                           deterministic=deterministic)
-            return jnp.sum(out.astype(jnp.float32))
+    masks = kvax.ops.create_attention_mask(pos, seg, pos, seg, calc_bwd_mask=True)
+    for deterministic in (None, True, False):
+        def forward(q, k, v, deterministic=deterministic):
+            return kvax.ops.flash_attention(q, k, v, pos, seg, pos, seg, mask=masks,
+                                            scale=w.head_dim ** -0.5,
+                                            deterministic=bool(deterministic))
 
-        step = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))
+        def loss(q, k, v):
+            return jnp.sum(forward(q, k, v).astype(jnp.float32))
+
+        step = jax.jit(forward if deterministic is None else
+                       jax.grad(loss, argnums=(0, 1, 2)))
         for _ in range(3):
             jax.block_until_ready(step(q, k, v))
         with tempfile.TemporaryDirectory() as tmp:
             with jax.profiler.trace(tmp, create_perfetto_trace=True):
-                for _ in range(args.steps):
-                    jax.block_until_ready(step(q, k, v))
-            totals = kernel_times(tmp, args.steps)
-        print(f"\ndeterministic={deterministic}: {sum(totals.values()):.2f} ms of GPU kernels "
-              "per step", flush=True)
+                jax.block_until_ready([step(q, k, v) for _ in range(args.steps)])
+            span = []
+            totals = kernel_times(tmp, args.steps, span)
+        walls = []
+        for _ in range(args.steps):
+            start = time.perf_counter()
+            jax.block_until_ready(step(q, k, v))
+            walls.append((time.perf_counter() - start) * 1e3)
+        what = ("forward" if deterministic is None else
+                f"forward+backward, deterministic={deterministic}")
+        print(f"\n{what}: {sum(totals.values()):.2f} ms of GPU kernels per step; GPU span "
+              f"{span[0]:.2f} ms a step (steps queued back to back); wall "
+              f"{np.median(walls):.2f} ms a step (one at a time)",
+              flush=True)
         for name, ms in totals.most_common(15):
             print(f"  {ms:8.3f} ms  {name}", flush=True)
 
