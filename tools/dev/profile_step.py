@@ -3,6 +3,7 @@ profiler and sums the GPU kernels' durations by name (from the Perfetto trace), 
 alone, then forward+backward with the default backward and with deterministic=False.
 
     python tools/dev/profile_step.py [--doc-median 190] [--num-segments 8] [--steps 5]
+        [--seq-len 65536]
 """
 
 from __future__ import annotations
@@ -51,13 +52,14 @@ def main():
     parser.add_argument("--num-segments", type=int, default=8)
     parser.add_argument("--doc-median", type=int, default=None)
     parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--seq-len", type=int, default=65536, help="tokens, padding included")
     args = parser.parse_args()
     import jax
     import jax.numpy as jnp
 
     import kvax
 
-    w = Workload(65536, num_segments=args.num_segments, num_pad_tokens=2000,
+    w = Workload(args.seq_len, num_segments=args.num_segments, num_pad_tokens=2000,
                  doc_median=args.doc_median)
     q, k, v, pos, seg = inputs(w)
     q, k, v = (jnp.asarray(x, jnp.bfloat16) for x in (q, k, v))
