@@ -16,18 +16,16 @@ import json
 import os
 import sys
 import tempfile
-import time
-
-import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from measure import median_ms  # noqa: E402
 from workloads import Workload, inputs  # noqa: E402
 
 
-def kernel_times(trace_dir: str, steps: int, span: list | None = None):
-    """{kernel name: ms per step} from the Perfetto trace of `steps` steps (GPU events: those
-    on threads whose name mentions a stream); span, if given, gets the GPU's ms per step from
-    the first kernel's start to the last one's end (the kernels plus the GPU's idle gaps)."""
+def kernel_times(trace_dir: str, steps: int):
+    """({kernel name: ms per step}, the GPU's ms per step from the first kernel's start to the
+    last one's end: the kernels plus the GPU's idle gaps) from the Perfetto trace of `steps`
+    steps (GPU events: those on threads whose name mentions a stream)."""
     (path,) = glob.glob(os.path.join(trace_dir, "**", "perfetto_trace.json.gz"), recursive=True)
     with gzip.open(path) as f:
         trace = json.load(f)
@@ -40,11 +38,11 @@ def kernel_times(trace_dir: str, steps: int, span: list | None = None):
         if e.get("ph") == "X" and "stream" in threads.get((e["pid"], e.get("tid")), "").lower():
             totals[e["name"][:90]] += e.get("dur", 0) / 1000 / steps
             kernels.append((e["ts"], e["ts"] + e.get("dur", 0)))
-    if span is not None and kernels:
-        span.append((max(e for _, e in kernels) - min(s for s, _ in kernels)) / 1000 / steps)
     if not totals:  # say what the trace holds instead
         print("no stream threads; threads:", sorted(set(threads.values()))[:40], flush=True)
-    return totals
+        return totals, float("nan")
+    span = (max(e for _, e in kernels) - min(s for s, _ in kernels)) / 1000 / steps
+    return totals, span
 
 
 def main():
@@ -82,18 +80,13 @@ def main():
         with tempfile.TemporaryDirectory() as tmp:
             with jax.profiler.trace(tmp, create_perfetto_trace=True):
                 jax.block_until_ready([step(q, k, v) for _ in range(args.steps)])
-            span = []
-            totals = kernel_times(tmp, args.steps, span)
-        walls = []
-        for _ in range(args.steps):
-            start = time.perf_counter()
-            jax.block_until_ready(step(q, k, v))
-            walls.append((time.perf_counter() - start) * 1e3)
+            totals, span = kernel_times(tmp, args.steps)
+        wall = median_ms(lambda: step(q, k, v), args.steps)
         what = ("forward" if deterministic is None else
                 f"forward+backward, deterministic={deterministic}")
         print(f"\n{what}: {sum(totals.values()):.2f} ms of GPU kernels per step; GPU span "
-              f"{span[0]:.2f} ms a step (steps queued back to back); wall "
-              f"{np.median(walls):.2f} ms a step (one at a time)",
+              f"{span:.2f} ms a step (steps queued back to back); wall {wall:.2f} ms a step "
+              "(one at a time)",
               flush=True)
         for name, ms in totals.most_common(15):
             print(f"  {ms:8.3f} ms  {name}", flush=True)

@@ -47,5 +47,6 @@ def main():
         print(f"{name:12s} fwd {times[0]:7.2f} ms ({times[0] / base['fwd'] - 1:+.1%})   "
               f"f+b {times[1]:7.2f} ms ({times[1] / base['fb'] - 1:+.1%})", flush=True)
 
+
 if __name__ == "__main__":
     main()
