@@ -30,11 +30,16 @@ BWD128 = FlashAttentionParamsConfig(query_block_size=64, kv_block_size=128, num_
                                     num_stages=3)  # the Hopper default; the Mosaic backward's
 
 
+def _one_document(t, s):
+    """(q_pos, q_seg, kv_pos, kv_seg) of one document of t queries and s keys."""
+    return (jnp.arange(t, dtype=jnp.int32)[None], jnp.zeros((1, t), jnp.int32),
+            jnp.arange(s, dtype=jnp.int32)[None], jnp.zeros((1, s), jnp.int32))
+
+
 def _lower(h, dtype, variant, config, *, cap=None, sinks=False, t=1000, s=1000):
     q = jnp.zeros((1, t, 4, h), dtype)
     k = jnp.zeros((1, s, 2, h), dtype)
-    q_pos, kv_pos = (jnp.arange(n, dtype=jnp.int32)[None] for n in (t, s))
-    q_seg, kv_seg = jnp.zeros((1, t), jnp.int32), jnp.zeros((1, s), jnp.int32)
+    q_pos, q_seg, kv_pos, kv_seg = _one_document(t, s)
     params = FlashAttentionParamsConfig(query_block_size=128, kv_block_size=128)
     (mask,) = build_masks(q_pos, q_seg, kv_pos, kv_seg, fwd_params=params, bwd_params=None,
                           skip_pad_tokens=True, variant=variant)
@@ -111,27 +116,31 @@ BACKWARD_LOWERINGS = [
 ]
 
 
+def _training_step(h, dtype, variant, *, cap=None, sinks=False, t=1000, s=1000):
+    """(the gradients of q, k, v through both Mosaic kernels (deterministic=False), q, k) for
+    one document, its logsumexp in the loss too."""
+    q = jnp.zeros((1, t, 4, h), jnp.dtype(dtype))
+    k = jnp.zeros((1, s, 2, h), jnp.dtype(dtype))
+    layout = _one_document(t, s)
+    masks = build_masks(*layout, fwd_params=FWD, bwd_params=BWD128, skip_pad_tokens=True,
+                        variant=variant)
+    opts = Options(sequential=False, backend="mosaic", fwd_params=FWD, bwd_params=BWD128,
+                   variant=variant, logits_soft_cap=cap, deterministic=False)
+    sink_logits = jnp.zeros((4,), jnp.float32) if sinks else None
+
+    def loss(q, k, v):
+        out, lse = vjp_attention(opts, q, k, v, jnp.float32(0.1), sink_logits, *layout, masks)
+        return jnp.sum(out.astype(jnp.float32)) + jnp.sum(jnp.where(jnp.isfinite(lse), lse, 0))
+
+    return jax.grad(loss, argnums=(0, 1, 2)), q, k
+
+
 @pytest.mark.parametrize("h,dtype,variant,extra", BACKWARD_LOWERINGS)
 def test_backward_lowers_for_cuda(h, dtype, variant, extra):
     """With deterministic=False the whole step is two Mosaic GPU kernels (forward, backward),
     and the backward's shared memory fits."""
-    t, s = extra.get("t", 1000), extra.get("s", 1000)
-    q = jnp.zeros((1, t, 4, h), jnp.dtype(dtype))
-    k = jnp.zeros((1, s, 2, h), jnp.dtype(dtype))
-    layout = (jnp.arange(t, dtype=jnp.int32)[None], jnp.zeros((1, t), jnp.int32),
-              jnp.arange(s, dtype=jnp.int32)[None], jnp.zeros((1, s), jnp.int32))
-    masks = build_masks(*layout, fwd_params=FWD, bwd_params=BWD128, skip_pad_tokens=True,
-                        variant=variant)
-    opts = Options(sequential=False, backend="mosaic", fwd_params=FWD, bwd_params=BWD128,
-                   variant=variant, logits_soft_cap=extra.get("cap"), deterministic=False)
-    sinks = jnp.zeros((4,), jnp.float32) if extra.get("sinks") else None
-
-    def loss(q, k, v):
-        out, lse = vjp_attention(opts, q, k, v, jnp.float32(0.1), sinks, *layout, masks)
-        return jnp.sum(out.astype(jnp.float32)) + jnp.sum(jnp.where(jnp.isfinite(lse), lse, 0))
-
-    text = jax.jit(jax.grad(loss, argnums=(0, 1, 2))).trace(q, k, k).lower(
-        lowering_platforms=("cuda",)).as_text()
+    step, q, k = _training_step(h, dtype, variant, **extra)
+    text = jax.jit(step).trace(q, k, k).lower(lowering_platforms=("cuda",)).as_text()
     assert re.findall(r"stablehlo.custom_call @(\w+)", text) == ["mosaic_gpu_v2"] * 2
     _assert_hardware_tanh(text, extra)
 
@@ -143,8 +152,7 @@ def test_backward_keeps_delta_out_of_the_stacking():
     t, s = 200, 300
     q = jnp.zeros((1, t, 4, 64), jnp.bfloat16)
     k = jnp.zeros((1, s, 2, 64), jnp.bfloat16)
-    layout = (jnp.arange(t, dtype=jnp.int32)[None], jnp.zeros((1, t), jnp.int32),
-              jnp.arange(s, dtype=jnp.int32)[None], jnp.zeros((1, s), jnp.int32))
+    layout = _one_document(t, s)
     *_, dkdv = build_masks(*layout, fwd_params=FWD, bwd_params=BWD128, skip_pad_tokens=True,
                            variant=MaskVariant())
 
@@ -181,21 +189,9 @@ def test_inputs_are_not_copied_to_whole_tiles():
     (TMA fills the tiles past the end with zeros and skips storing them); of the key/value
     padding-zeroing copies only the forward's of V remains: the backward zeroes K's padding rows
     in shared memory and hides V's behind the element rule."""
-    t, s, h = 1000, 1000, 64  # neither a multiple of a tile
-    q = jnp.zeros((1, t, 4, h), jnp.bfloat16)
-    k = jnp.zeros((1, s, 2, h), jnp.bfloat16)
-    layout = (jnp.arange(t, dtype=jnp.int32)[None], jnp.zeros((1, t), jnp.int32),
-              jnp.arange(s, dtype=jnp.int32)[None], jnp.zeros((1, s), jnp.int32))
-    masks = build_masks(*layout, fwd_params=FWD, bwd_params=BWD128, skip_pad_tokens=True,
-                        variant=MaskVariant())
-    opts = Options(sequential=False, backend="mosaic", fwd_params=FWD, bwd_params=BWD128,
-                   variant=MaskVariant(), logits_soft_cap=None, deterministic=False)
-
-    def loss(q, k, v):
-        out, _ = vjp_attention(opts, q, k, v, jnp.float32(0.1), None, *layout, masks)
-        return jnp.sum(out.astype(jnp.float32))
-
-    eqns = list(_all_eqns(jax.make_jaxpr(jax.grad(loss, argnums=(0, 1, 2)))(q, k, k).jaxpr))
+    h = 64
+    step, q, k = _training_step(h, "bfloat16", MaskVariant(), t=1000, s=1000)  # no whole tiles
+    eqns = list(_all_eqns(jax.make_jaxpr(step)(q, k, k).jaxpr))
     big = [e for e in eqns if e.primitive.name in ("pad", "select_n", "concatenate")
            and e.outvars[0].aval.shape[-1:] == (h,)]  # token arrays, not the small stats
     assert not [e for e in big if e.primitive.name != "select_n"]
