@@ -37,8 +37,8 @@ import jax.numpy as jnp
 from jax import lax
 
 from kvax._src.attention.mask import AttentionMask
-from kvax._src.attention.mosaic_fwd import (LOG2E, TMA_ROWS, block_bounds, logit_factor,
-                                             mask_bounds, pad_tokens, round_up, tiled_layout)
+from kvax._src.attention.mosaic_fwd import (LOG2E, block_bounds, for_tma, logit_factor,
+                                             mask_bounds, round_up, tiled_layout)
 from kvax._src.attention.variant import MaskVariant
 
 HEAD_DIMS = (64, 128)  # dK and dV of 64 keys x 256 do not fit one warpgroup's registers
@@ -94,20 +94,18 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
     if why:
         raise NotImplementedError(why)
     row_ratio, col_ratio = dkdv_mask.row_block // keys, dkdv_mask.col_block // block_q
-    t_pad, s_pad = -(-t // block_q) * block_q, -(-s_len // keys) * keys
+    t_pad, s_pad = round_up(t, block_q), round_up(s_len, keys)
     num_k_tiles, num_q_tiles = s_pad // keys, t_pad // block_q
     half = h // 2  # the dQ columns each consumer computes
     swizzle = min(128, half * dtype.itemsize)  # K's column halves are whole swizzle tiles
     tiled = (plgpu.TilingTransform((8, swizzle // dtype.itemsize)),
              plgpu.SwizzleTransform(swizzle))
 
-    t_tma, s_tma = round_up(t, TMA_ROWS), round_up(s_len, TMA_ROWS)
     q_live = (q_seg != pad_id)[:, :, None, None]
     zero = jnp.zeros((), dtype)
-    q = pad_tokens(jnp.where(q_live, q, zero), t_tma, 0)
-    dout = pad_tokens(jnp.where(q_live, dout.astype(dtype), zero), t_tma, 0)
-    k = pad_tokens(k, s_tma, 0)
-    v = pad_tokens(v, s_tma, 0)
+    q = for_tma(jnp.where(q_live, q, zero))
+    dout = for_tma(jnp.where(q_live, dout.astype(dtype), zero))
+    k, v = for_tma(k), for_tma(v)
     lse2 = jnp.where(jnp.isneginf(lse), jnp.inf, lse * LOG2E)  # log2 units; +inf gives P = 0
     # delta's reduction over dO * O stays its own fusion: fused into the stacking below, XLA
     # ran it 4.5x slower (1.65 ms a step at 64k x 32 heads on an H100, tools/dev/profile_step.py)
@@ -310,11 +308,10 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
             plgpu.Barrier(num_arrivals=2, num_barriers=2), plgpu.Barrier(num_arrivals=2),
             collective_axes="wg")
 
-    dq_acc = jax.new_ref(jnp.zeros((b, t_tma, n, h), jnp.float32))
+    dq_acc = jax.new_ref(jnp.zeros(q.shape, jnp.float32))
     dk, dv = plgpu.kernel(
         entry,  # refs: the inputs with dq_acc last (aliased in and out), then dk and dv
-        out_type=(jax.ShapeDtypeStruct((b, s_tma, num_kv, h), dtype),
-                  jax.ShapeDtypeStruct((b, s_tma, num_kv, h), dtype)),
+        out_type=(jax.ShapeDtypeStruct(k.shape, dtype), jax.ShapeDtypeStruct(k.shape, dtype)),
         grid=(num_kv, num_k_tiles, b),
         grid_names=("heads", "k_seq", "batch"),
         num_threads=3,

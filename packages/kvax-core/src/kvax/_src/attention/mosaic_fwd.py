@@ -77,6 +77,12 @@ def supported(mask_blocks: tuple[int, int]) -> str | None:
     return None
 
 
+def for_tma(x):
+    """x [B, L, ...] with its tokens padded by zeros to a multiple of TMA_ROWS (x itself when L
+    is one already): what the kernels' TMA copies take."""
+    return pad_tokens(x, round_up(x.shape[1], TMA_ROWS), 0)
+
+
 def tiled_layout(pos, seg, length: int, pad_id: int):
     """[B, 2, length] int32 for the kernels: positions (0 past the end) and segment ids (pad_id
     past the end, so the element rule hides the tiles' padding)."""
@@ -136,10 +142,7 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
 
     kv_live = kv_seg != pad_id
     v = jnp.where(kv_live[:, :, None, None], v, jnp.zeros((), v.dtype))
-    t_tma, s_tma = round_up(t, TMA_ROWS), round_up(s_len, TMA_ROWS)
-    q = pad_tokens(q, t_tma, 0)
-    k = pad_tokens(k, s_tma, 0)
-    v = pad_tokens(v, s_tma, 0)
+    q, k, v = for_tma(q), for_tma(k), for_tma(v)
     q_lay = tiled_layout(q_pos, q_seg, t_pad, pad_id)
     k_lay = tiled_layout(kv_pos, kv_seg, s_pad, pad_id)
     bounds = mask_bounds(mask)
@@ -315,7 +318,7 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
 
     out, lse = plgpu.kernel(
         entry,
-        out_type=(jax.ShapeDtypeStruct((b, t_tma, n, h), dtype),
+        out_type=(jax.ShapeDtypeStruct(q.shape, dtype),
                   jax.ShapeDtypeStruct((b, n, t_pad), jnp.float32)),
         grid=(n, num_q_tiles, b),
         grid_names=("heads", "q_seq", "batch"),
