@@ -1,6 +1,7 @@
-"""Context-parallel scaling: kvax-dist's all-gather context parallelism over 1, 2, 4... devices.
+r"""Context-parallel scaling: kvax-dist's all-gather context parallelism over 1, 2, 4... devices.
 
-    python tools/bench.py mha_cp_bwd --seq-lens 131072 262144 524288 --cp-sizes 1 2 4 --doc-len 32768
+    python tools/bench.py mha_cp_bwd --seq-lens 131072 262144 524288 --cp-sizes 1 2 4 \
+        --doc-len 32768
 
 For every (length, context size): forward and forward+backward time of the sharded step (the
 masks are built once outside it, as a model builds them once for all layers; inputs already

@@ -17,8 +17,8 @@ def main():
     print("torch", torch.__version__, "triton", triton.__version__, triton.__file__)
     for key in ("HOME", "TRITON_HOME", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "USER"):
         print(f"{key}={os.environ.get(key)!r}")
-    print("knobs.cache.dir", repr(triton.knobs.cache.dir), "home", repr(triton.knobs.cache.home_dir),
-          "manager", triton.knobs.cache.manager_class)
+    print("knobs.cache.dir", repr(triton.knobs.cache.dir),
+          "home", repr(triton.knobs.cache.home_dir), "manager", triton.knobs.cache.manager_class)
     q = torch.randn(1, 4, 1024, 64, device="cuda", dtype=torch.bfloat16)
 
     def causal(b, h, qi, ki):

@@ -4,7 +4,8 @@ candidate's output (or gradients) is compared with the default's.
     source tools/gpu_env.sh && python3 tools/dev/tune.py --out $OUT/tune.json
 
 Prints one line per candidate (ms, useful TF/s, relative difference from the default) and writes
-them all to --out. Used to choose the defaults in kvax/_src/config.py and the tiles in triton_common.choose_tiles
+them all to --out. Used to choose the defaults in kvax/_src/config.py and the tiles in
+triton_common.choose_tiles
 (results: docs/bench/h100-2026-11-22/tuning.md).
 """
 

@@ -40,7 +40,8 @@ class Case:
         t = self.kv_len if self.q_len is None else self.q_len
         extra = "-".join(f"{v}" for _, v in self.layout)
         return (f"B{self.batch}-T{t}-S{self.kv_len}-N{n}-K{k}-H{self.head_dim}"
-                f"-Hv{self.value_head_dim or self.head_dim}-{self.dtype}" + (f"-{extra}" if extra else ""))
+                f"-Hv{self.value_head_dim or self.head_dim}-{self.dtype}"
+                + (f"-{extra}" if extra else ""))
 
 
 CASES = [

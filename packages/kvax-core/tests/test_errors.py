@@ -1,4 +1,5 @@
-"""Every bad input raises a clear error naming the argument, before anything is built or launched."""
+"""Every bad input raises a clear error naming the argument, before anything is built or
+launched."""
 
 import jax
 import jax.numpy as jnp
@@ -16,7 +17,8 @@ def args(**over):
     a = dict(
         query=jnp.ones((B, T, N, H), jnp.bfloat16), key=jnp.ones((B, S, K, H), jnp.bfloat16),
         value=jnp.ones((B, S, K, H), jnp.bfloat16),
-        query_positions=jnp.zeros((B, T), jnp.int32), query_segment_ids=jnp.zeros((B, T), jnp.int32),
+        query_positions=jnp.zeros((B, T), jnp.int32),
+        query_segment_ids=jnp.zeros((B, T), jnp.int32),
         kv_positions=jnp.zeros((B, S), jnp.int32), kv_segment_ids=jnp.zeros((B, S), jnp.int32),
     )
     a.update(over)
@@ -24,12 +26,15 @@ def args(**over):
 
 
 BAD = [
-    (dict(query=jnp.ones((B, T, N), jnp.bfloat16)), ValueError, r"query must have rank 4.*\(2, 40, 4\)"),
+    (dict(query=jnp.ones((B, T, N), jnp.bfloat16)), ValueError,
+     r"query must have rank 4.*\(2, 40, 4\)"),
     (dict(key=jnp.ones((B, S, K, H), jnp.float32)), ValueError, "share one dtype.*key=float32"),
     (dict(query=jnp.ones((B, T, N, H), jnp.int32)), ValueError, "query dtype must be one of"),
     (dict(query=jnp.ones((B, T, 3, H), jnp.bfloat16)), ValueError, r"N % K == 0.*N=3, K=2"),
-    (dict(key=jnp.ones((B, S, K, 8), jnp.bfloat16)), ValueError, "key head_dim must equal query head_dim 16"),
-    (dict(value=jnp.ones((B, S + 1, K, H), jnp.bfloat16)), ValueError, "key and value lengths differ"),
+    (dict(key=jnp.ones((B, S, K, 8), jnp.bfloat16)), ValueError,
+     "key head_dim must equal query head_dim 16"),
+    (dict(value=jnp.ones((B, S + 1, K, H), jnp.bfloat16)), ValueError,
+     "key and value lengths differ"),
     (dict(key=jnp.ones((1, S, K, H), jnp.bfloat16), value=jnp.ones((1, S, K, H), jnp.bfloat16)),
      ValueError, "batch size differs: query 2, key 1"),
     (dict(query_positions=jnp.zeros((B, T + 1), jnp.int32)), ValueError,
@@ -58,12 +63,14 @@ def test_mask_built_for_other_call():
     masks = create_attention_mask(a["query_positions"], a["query_segment_ids"], a["kv_positions"],
                                   a["kv_segment_ids"], fwd_params=P16)
     other = FlashAttentionParamsConfig(query_block_size=32, kv_block_size=16)
-    with pytest.raises(ValueError, match=r"built with fwd_params .* \(16, 16\), but the call uses \(32, 16\)"):
+    with pytest.raises(ValueError,
+                       match=r"built with fwd_params .* \(16, 16\), but the call uses \(32, 16\)"):
         flash_attention(**a, mask=masks, fwd_params=other)
     short = args(query=jnp.ones((B, T - 8, N, H), jnp.bfloat16),
                  query_positions=jnp.zeros((B, T - 8), jnp.int32),
                  query_segment_ids=jnp.zeros((B, T - 8), jnp.int32))
-    with pytest.raises(ValueError, match="built for query_len=40, kv_len=48, but the call has query_len=32"):
+    with pytest.raises(ValueError,
+                       match="built for query_len=40, kv_len=48, but the call has query_len=32"):
         flash_attention(**short, mask=masks)
     with pytest.raises(ValueError, match="mask must be what create_attention_mask returned"):
         flash_attention(**a, mask=(np.zeros(3),))

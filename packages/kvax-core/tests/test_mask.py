@@ -12,7 +12,8 @@ BWD = FlashAttentionParamsConfig(query_block_size=16, kv_block_size=32)
 
 
 def brute_force_blocks(allowed, row_block, col_block):
-    """[T, S] allowed -> (any, all) per (query block, kv block), out-of-range counted as forbidden."""
+    """[T, S] allowed -> (any, all) per (query block, kv block), out-of-range counted as
+    forbidden."""
     t, s = allowed.shape
     r, c = -(-t // row_block), -(-s // col_block)
     full = np.zeros((r * row_block, c * col_block), bool)
@@ -29,9 +30,11 @@ def check_mask(mask: AttentionMask, allowed: np.ndarray, b: int):
         any_, all_ = brute_force_blocks(allowed[b], mask.row_block, mask.col_block)
     assert classes.shape == any_.shape
     dropped = any_ & (classes == 0)
-    assert not dropped.any(), f"{mask.kind}: blocks with allowed pairs skipped at {np.argwhere(dropped)[:3]}"
+    assert not dropped.any(), (f"{mask.kind}: blocks with allowed pairs skipped at "
+                               f"{np.argwhere(dropped)[:3]}")
     wrong_full = (classes == 2) & ~all_
-    assert not wrong_full.any(), f"{mask.kind}: partial blocks called full at {np.argwhere(wrong_full)[:3]}"
+    assert not wrong_full.any(), (f"{mask.kind}: partial blocks called full at "
+                                  f"{np.argwhere(wrong_full)[:3]}")
     return classes, any_, all_
 
 
@@ -58,7 +61,8 @@ def test_mask_against_brute_force(case, seed):
             # Tight for one or two documents a block, whatever the ids (they are relabelled by
             # appearance): a visited block that has no allowed pair may only sit between visited
             # blocks (the bounds are a range).
-            if CASES[case].get("num_docs", (1, 1))[1] <= 6 and CASES[case].get("segment_ids") != "reused":
+            few_docs = CASES[case].get("num_docs", (1, 1))[1] <= 6
+            if few_docs and CASES[case].get("segment_ids") != "reused":
                 lo, hi = np.asarray(m.lower_bounds)[b], np.asarray(m.upper_bounds)[b]
                 for row in range(len(lo)):
                     if any_[row].any():

@@ -1,6 +1,6 @@
-"""kvax.nn: dot_product_attention against jax.nn.dot_product_attention(implementation="xla") on every
-row that has something to attend (outputs, logsumexp and gradients), and make_attention_fn inside
-a flax.nnx model trained side by side with nnx's own attention."""
+"""kvax.nn: dot_product_attention against jax.nn.dot_product_attention(implementation="xla") on
+every row that has something to attend (outputs, logsumexp and gradients), and make_attention_fn
+inside a flax.nnx model trained side by side with nnx's own attention."""
 
 import jax
 import jax.numpy as jnp

@@ -1,5 +1,6 @@
 """Every sharded layout equals the single-device result, outputs and gradients, on a fake 8-device
-CPU mesh (kvax-testing's plugin sets the devices). On GPUs the same tests run through the kernels."""
+CPU mesh (kvax-testing's plugin sets the devices). On GPUs the same tests run through the
+kernels."""
 
 import jax
 import jax.numpy as jnp

@@ -1,6 +1,7 @@
 """Random packed batches: many documents a row, padding at the end, from a seed.
 
-Legend: B batch, T query length, S kv length, N query heads, K kv heads, H head dim, Hv value head dim.
+Legend: B batch, T query length, S kv length, N query heads, K kv heads, H head dim, Hv value head
+dim.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ class PackedLayout:
 
     @property
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        return (self.query_positions, self.query_segment_ids, self.kv_positions, self.kv_segment_ids)
+        return (self.query_positions, self.query_segment_ids, self.kv_positions,
+                self.kv_segment_ids)
 
     def allowed_pairs(self, is_causal: bool = True, local_window_size=None) -> int:
         """The exact number of allowed (query, key) pairs, summed over the batch, for Kvax's rule

@@ -251,7 +251,8 @@ def check_attention(
                                 logit_magnitude=logit_magnitude, exact_zero=zero,
                                 magnitude=sink_terms if name == "dsinks" else None))
         if got.dtype != x.dtype:
-            results.append(Comparison(name, 0, 0, 0, (), 0, 0, f"dtype {got.dtype}, want {x.dtype}"))
+            results.append(Comparison(name, 0, 0, 0, (), 0, 0,
+                                      f"dtype {got.dtype}, want {x.dtype}"))
     return CheckReport(tuple(results))
 
 

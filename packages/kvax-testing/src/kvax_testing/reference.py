@@ -4,8 +4,10 @@ Shapes: B batch, T query length, S kv length, N query heads, K kv heads (N % K =
 query and key, Hv head dim of value.
 
 The rule (the truth every kernel is checked against): query i attends key j iff
-    query_segment_ids[i] == kv_segment_ids[j] != PADDING_SEGMENT_ID  and  query_positions[i] >= kv_positions[j].
-Query head n reads kv head n // (N // K). A row with nothing to attend gives output 0 and logsumexp -inf.
+    query_segment_ids[i] == kv_segment_ids[j] != PADDING_SEGMENT_ID
+    and  query_positions[i] >= kv_positions[j].
+Query head n reads kv head n // (N // K). A row with nothing to attend gives output 0 and
+logsumexp -inf.
 
 The mask is a conjunction of terms, each a function of (query_positions, query_segment_ids,
 kv_positions, kv_segment_ids) returning a boolean [B, T, S] array, and the logits pass through an

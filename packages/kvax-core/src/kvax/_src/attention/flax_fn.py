@@ -1,4 +1,5 @@
-"""kvax.nn.make_attention_fn: an `attention_fn` for flax.nnx.MultiHeadAttention (flax is not imported).
+"""kvax.nn.make_attention_fn: an `attention_fn` for flax.nnx.MultiHeadAttention (flax itself
+is not imported).
 
 nnx calls attention_fn(query, key, value, mask=..., dropout_rng=..., dropout_rate=...,
 broadcast_dropout=..., deterministic=..., dtype=..., precision=..., module=..., is_causal=...)
