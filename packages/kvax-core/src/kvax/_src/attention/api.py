@@ -103,7 +103,7 @@ def create_attention_mask(
 def _check_masks(mask, batch, q_len, kv_len, fwd_params, bwd_params,
                  variant: MaskVariant) -> tuple[AttentionMask, ...]:
     masks = (mask,) if isinstance(mask, AttentionMask) else tuple(mask)
-    if (not all(isinstance(m, AttentionMask) for m in masks)) or len(masks) not in (1, 3):
+    if len(masks) not in (1, 3) or not all(isinstance(m, AttentionMask) for m in masks):
         raise ValueError("mask must be what create_attention_mask returned: (fwd,) or "
                          f"(fwd, dq, dkdv) AttentionMasks, got {type(mask).__name__} of "
                          f"{[type(m).__name__ for m in masks]}")
