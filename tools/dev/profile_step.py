@@ -86,8 +86,7 @@ def main():
                 f"forward+backward, deterministic={deterministic}")
         print(f"\n{what}: {sum(totals.values()):.2f} ms of GPU kernels per step; GPU span "
               f"{span:.2f} ms a step (steps queued back to back); wall {wall:.2f} ms a step "
-              "(one at a time)",
-              flush=True)
+              "(one at a time)", flush=True)
         for name, ms in totals.most_common(15):
             print(f"  {ms:8.3f} ms  {name}", flush=True)
 

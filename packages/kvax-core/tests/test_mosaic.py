@@ -172,7 +172,6 @@ def test_backward_keeps_delta_out_of_the_stacking():
         assert eqn.primitive.name == "optimization_barrier"
 
 
-
 def _all_eqns(jaxpr):
     """Every equation of a jaxpr and of the jaxprs inside it."""
     for eqn in jaxpr.eqns:

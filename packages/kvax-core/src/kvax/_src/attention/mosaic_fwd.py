@@ -15,8 +15,8 @@ small position/segment-id layout is padded, with the padding segment id, so the 
 rows. V's padding rows are zeroed in a copy first (P = 0 times NaN is NaN; zeroing the streamed
 V tiles in the kernel would put a branch in every step, which cost the backward ~1 ms a step at
 64k when it tried that for Q and dO); NaN in Q's or K's padding only reaches logits the rule
-replaces. The residuals follow backends.py: the logsumexp in
-natural log, -inf on rows with nothing to attend.
+replaces. The residuals follow backends.py: the logsumexp in natural log, -inf on rows with
+nothing to attend.
 """
 
 from __future__ import annotations
