@@ -6,7 +6,8 @@ slots by TMA, and two consumers, each owning block_q query rows, that take turns
 cores (one runs its softmax while the other's QK^T or PV is in flight; the schedule barrier
 orders them). Tiles in [lower_full, upper_full) skip the element mask; the others apply the
 document/causal/window rule to the tile's segment ids and positions, read from global memory in
-the accumulator's column layout. Consumers get most registers, the producer few.
+the accumulator's column layout before the tile's QK^T is issued (the loads fly during it).
+Consumers get most registers, the producer few.
 
 Q, K and V are not copied to whole tiles: a tile past the end of the tokens comes in by TMA as
 zeros and the output tile's rows past the end are not stored (TMA skips out-of-bounds rows); only
@@ -197,9 +198,22 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
 
             pl.when(wg == 1)(sync)
 
+            def key_layout(i, slot):
+                """The key tile's positions and segment ids in the logits' column layout."""
+                if config.layout_by_tma:
+                    return (plgpu.load(klay_smem.at[slot, 0], layout=col_layout),
+                            plgpu.load(klay_smem.at[slot, 1], layout=col_layout))
+                k_start = (lo + i) * block_kv
+                return (plgpu.load(klay_ref.at[batch, 0, pl.ds(k_start, block_kv)],
+                                   layout=col_layout, optimized=False),
+                        plgpu.load(klay_ref.at[batch, 1, pl.ds(k_start, block_kv)],
+                                   layout=col_layout, optimized=False))
+
             def step(i, carry, masked: bool):
                 acc, m_i, l_i = carry
                 slot = lax.rem(i, stages)
+                if masked and not config.layout_by_tma:  # global loads, in flight during QK^T
+                    k_layout = key_layout(i, slot)
 
                 def qk_scope(acc_ref):
                     plgpu.wgmma(acc_ref, qo_smem, k_smem.at[slot].transpose((1, 0)))
@@ -211,16 +225,9 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                 s = s * c if cap is None else jnp.tanh(s * c) * (cap * LOG2E)
                 if config.layout_by_tma:
                     plgpu.barrier_wait(lay_ready.at[slot])
+                    k_layout = key_layout(i, slot) if masked else None
                 if masked:
-                    if config.layout_by_tma:
-                        k_pos_c = plgpu.load(klay_smem.at[slot, 0], layout=col_layout)
-                        k_seg_c = plgpu.load(klay_smem.at[slot, 1], layout=col_layout)
-                    else:
-                        k_start = (lo + i) * block_kv
-                        k_pos_c = plgpu.load(klay_ref.at[batch, 0, pl.ds(k_start, block_kv)],
-                                             layout=col_layout, optimized=False)
-                        k_seg_c = plgpu.load(klay_ref.at[batch, 1, pl.ds(k_start, block_kv)],
-                                             layout=col_layout, optimized=False)
+                    k_pos_c, k_seg_c = k_layout
                     shape = (block_q, block_kv)
                     ok = variant.element_rule(lax.broadcast_in_dim(q_pos_r, shape, [0]),
                                               lax.broadcast_in_dim(q_seg_r, shape, [0]),
