@@ -6,13 +6,15 @@ block mask, against today's Triton forward; same inputs, one process.
 First a check on small odd shapes with NaN in the padding (both kernels against the float64
 reference, beside bf16 math done plainly), then per workload: fwd ms and TF/s of each kernel and
 configuration, and the largest differences from the Triton output and logsumexp. A config is
-BQxBKVxSTAGES, with a trailing "t" for the tiles' layout by TMA.
+BQxBKVxSTAGES, with a trailing "t" for the tiles' layout by TMA. --rounds N times every kernel N
+times in turn (the machine's spread shows), --rows picks workloads.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 import traceback
@@ -27,9 +29,9 @@ from workloads import Workload, inputs  # noqa: E402
 def parse_config(text: str):
     from kvax._src.attention.mosaic_fwd import MosaicConfig
 
-    tma = text.endswith("t")
-    bq, bkv, stages = (int(x) for x in text.rstrip("t").split("x"))
-    return MosaicConfig(block_q=bq, block_kv=bkv, stages=stages, layout_by_tma=tma)
+    bq, bkv, stages, flags = re.fullmatch(r"(\d+)x(\d+)x(\d+)(t?)", text).groups()
+    return MosaicConfig(block_q=int(bq), block_kv=int(bkv), stages=int(stages),
+                        layout_by_tma=flags == "t")
 
 
 def _prepare(w: Workload, params):
@@ -111,7 +113,7 @@ def check_small(configs, params) -> bool:
     return ok
 
 
-def measure(w: Workload, configs, params, repeats: int) -> None:
+def measure(w: Workload, configs, params, repeats: int, rounds: int = 1) -> None:
     import jax
 
     (q, k, v, _, _), fns = kernels(w, configs, params)
@@ -122,7 +124,6 @@ def measure(w: Workload, configs, params, repeats: int) -> None:
             start = time.perf_counter()
             out, lse = jax.block_until_ready(fn(q, k, v))
             first = time.perf_counter() - start
-            ms = median_ms(lambda fn=fn: fn(q, k, v), repeats)
         except Exception:  # noqa: BLE001
             print(f"  {w.name} {name}: FAILED\n{traceback.format_exc()[-2000:]}", flush=True)
             continue
@@ -132,14 +133,21 @@ def measure(w: Workload, configs, params, repeats: int) -> None:
             diff = float(np.max(np.abs(results[name][0] - results["triton"][0])))
             a, b = results[name][1], results["triton"][1]
             lse_diff = float(np.max(np.abs(np.where(np.isfinite(b), a - b, 0))))
-        print(f"  {w.name:<62} {name:<10} {ms:8.2f} ms {flops / ms / 1e9:6.0f} TF/s  first "
-              f"{first:5.1f} s  max diff {diff:.2e} lse {lse_diff:.1e}", flush=True)
+        print(f"  {w.name:<62} {name:<10} first {first:5.1f} s  max diff {diff:.2e} lse "
+              f"{lse_diff:.1e}", flush=True)
+    for r in range(rounds):
+        for name in results:
+            ms = median_ms(lambda fn=fns[name]: fn(q, k, v), repeats)
+            print(f"  {w.name:<62} {name:<10} {ms:8.2f} ms {flops / ms / 1e9:6.0f} TF/s"
+                  f"  (round {r + 1})", flush=True)
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--configs", default="64x128x2,64x128x2t,64x64x3")
     p.add_argument("--repeats", type=int, default=20)
+    p.add_argument("--rounds", type=int, default=1)
+    p.add_argument("--rows", default="", help="comma-separated row numbers (0-5), all by default")
     p.add_argument("--quick", action="store_true", help="the 8-document row only")
     args = p.parse_args(argv)
     import jax
@@ -157,8 +165,12 @@ def main(argv=None):
             Workload(131072, 16, 2000),
             Workload(65536, 1, 0),
             Workload(16384, 1, 0, causal=False)]
-    for w in rows[:1] if args.quick else rows:
-        measure(w, configs, params, args.repeats)
+    if args.quick:
+        rows = rows[:1]
+    elif args.rows:
+        rows = [rows[int(i)] for i in args.rows.split(",")]
+    for w in rows:
+        measure(w, configs, params, args.repeats, args.rounds)
 
 
 if __name__ == "__main__":
