@@ -6,8 +6,9 @@ block mask, against today's Triton forward; same inputs, one process.
 First a check on small odd shapes with NaN in the padding (both kernels against the float64
 reference, beside bf16 math done plainly), then per workload: fwd ms and TF/s of each kernel and
 configuration, and the largest differences from the Triton output and logsumexp. A config is
-BQxBKVxSTAGES, with a trailing "t" for the tiles' layout by TMA. --rounds N times every kernel N
-times in turn (the machine's spread shows), --rows picks workloads.
+BQxBKVxSTAGES, with trailing letters: "t" for the tiles' layout by TMA, "o" for each tile's
+softmax overlapped with the previous tile's PV. --rounds N times every kernel N times in turn (the
+machine's spread shows), --rows picks workloads.
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ from workloads import Workload, inputs  # noqa: E402
 def parse_config(text: str):
     from kvax._src.attention.mosaic_fwd import MosaicConfig
 
-    bq, bkv, stages, flags = re.fullmatch(r"(\d+)x(\d+)x(\d+)(t?)", text).groups()
+    bq, bkv, stages, flags = re.fullmatch(r"(\d+)x(\d+)x(\d+)([to]*)", text).groups()
     return MosaicConfig(block_q=int(bq), block_kv=int(bkv), stages=int(stages),
-                        layout_by_tma=flags == "t")
+                        layout_by_tma="t" in flags, overlap="o" in flags)
 
 
 def _prepare(w: Workload, params):

@@ -6,6 +6,7 @@ show in CI) for every variant, dtype, head dim and tile choice, and the backend 
 cannot run. On a Hopper GPU: outputs, logsumexp and gradients against kvax-testing's float64
 reference with the baseline-tied tolerance, NaN and Inf in the padding, and "auto" choosing it."""
 
+import dataclasses
 import re
 
 import jax
@@ -59,6 +60,9 @@ LOWERINGS = [
     (64, "float16", MaskVariant(False), mosaic_fwd.MosaicConfig(block_kv=64, stages=3), {}),
     (256, "bfloat16", MaskVariant(True, (100, 0)), None, dict(sinks=True)),
     (128, "bfloat16", MaskVariant(False, (9, 4)), None, dict(cap=30.0, sinks=True, t=1, s=300)),
+    (128, "bfloat16", MaskVariant(), mosaic_fwd.MosaicConfig(overlap=True), {}),
+    (64, "float16", MaskVariant(False, (9, 4)),
+     mosaic_fwd.MosaicConfig(overlap=True, layout_by_tma=True), dict(cap=30.0, sinks=True)),
 ]
 
 
@@ -325,6 +329,23 @@ def test_matches_reference(case):
 @pytest.mark.parametrize("variant", VARIANTS, ids=_variant_id)
 @pytest.mark.parametrize("case", [CASES[0], CASES[1], CASES[3]], ids=_case_id)
 def test_variants_match_reference(variant, case):
+    _assert_matches(case, variant)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("case,variant", [
+    (CASES[0], {}),
+    (CASES[0], dict(sinks=True, logits_soft_cap=4.0, local_window_size=(40, 0))),
+    (CASES[1], dict(is_causal=False)),
+    (CASES[3], {}),
+], ids=lambda x: _case_id(x) if "heads" in x else _variant_id(x))
+def test_overlapped_forward_matches_reference(monkeypatch, case, variant):
+    """The forward with each tile's softmax under the previous tile's PV (MosaicConfig.overlap,
+    not the default yet), through the whole API."""
+    choose = mosaic_fwd.choose_config
+    monkeypatch.setattr(mosaic_fwd, "choose_config",
+                        lambda mask, h: dataclasses.replace(choose(mask, h), overlap=True))
     _assert_matches(case, variant)
 
 

@@ -7,7 +7,10 @@ cores (one runs its softmax while the other's QK^T or PV is in flight; the sched
 orders them). Tiles in [lower_full, upper_full) skip the element mask; the others apply the
 document/causal/window rule to the tile's segment ids and positions, read from global memory in
 the accumulator's column layout before the tile's QK^T is issued (the loads fly during it).
-Consumers get most registers, the producer few.
+Consumers get most registers, the producer few. `MosaicConfig(overlap=True)` (not the default:
+written and lowered for CUDA, waiting for its GPU measurement) issues each tile's QK^T together
+with the previous tile's PV and runs the tile's softmax while that PV is in flight, FA3's order
+inside a warpgroup on top of the two warpgroups' turns.
 
 Q, K and V are not copied to whole tiles: a tile past the end of the tokens comes in by TMA as
 zeros and the output tile's rows past the end are not stored (TMA skips out-of-bounds rows); only
@@ -42,6 +45,7 @@ class MosaicConfig:
     block_kv: int = 128
     stages: int = 2  # key/value tiles in flight
     layout_by_tma: bool = False  # tiles' ids/positions by TMA into shared memory, not loads
+    overlap: bool = False  # a tile's softmax under the previous tile's PV (FA3's order)
 
     @property
     def rows(self) -> int:
@@ -209,23 +213,12 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                         plgpu.load(klay_ref.at[batch, 1, pl.ds(k_start, block_kv)],
                                    layout=col_layout, optimized=False))
 
-            def step(i, carry, masked: bool):
-                acc, m_i, l_i = carry
-                slot = lax.rem(i, stages)
-                if masked and not config.layout_by_tma:  # global loads, in flight during QK^T
-                    k_layout = key_layout(i, slot)
-
-                def qk_scope(acc_ref):
-                    plgpu.wgmma(acc_ref, qo_smem, k_smem.at[slot].transpose((1, 0)))
-                    sync()
-                    return acc_ref[...]
-
-                s = pl.run_scoped(qk_scope, plgpu.ACC((block_q, block_kv), jnp.float32))
-                plgpu.barrier_arrive(k_free.at[slot])
+            def online_softmax(slot, s, m_i, masked: bool, k_layout):
+                """(the new row max, the old rows' factor, p) for tile scores s (raw QK^T)."""
                 s = s * c if cap is None else jnp.tanh(s * c) * (cap * LOG2E)
                 if config.layout_by_tma:
                     plgpu.barrier_wait(lay_ready.at[slot])
-                    k_layout = key_layout(i, slot) if masked else None
+                    k_layout = key_layout(None, slot) if masked else None
                 if masked:
                     k_pos_c, k_seg_c = k_layout
                     shape = (block_q, block_kv)
@@ -238,6 +231,28 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                 m_use = jnp.where(m_new == -jnp.inf, 0.0, m_new) if masked else m_new
                 alpha = jnp.exp2(m_i - m_use)
                 p = jnp.exp2(s - lax.broadcast_in_dim(m_use, s.shape, [0]))
+                return m_new, alpha, p
+
+            def early_layout(i, slot, masked: bool):
+                """A masked tile's layout by global loads, issued before its QK^T."""
+                return key_layout(i, slot) if masked and not config.layout_by_tma else None
+
+            def qk(slot):
+                """S = Q K^T of the slot's tile, the turn handed over while it runs."""
+                def qk_scope(acc_ref):
+                    plgpu.wgmma(acc_ref, qo_smem, k_smem.at[slot].transpose((1, 0)))
+                    sync()
+                    return acc_ref[...]
+
+                return pl.run_scoped(qk_scope, plgpu.ACC((block_q, block_kv), jnp.float32))
+
+            def step(i, carry, masked: bool):
+                acc, m_i, l_i = carry
+                slot = lax.rem(i, stages)
+                k_layout = early_layout(i, slot, masked)
+                s = qk(slot)
+                plgpu.barrier_arrive(k_free.at[slot])
+                m_new, alpha, p = online_softmax(slot, s, m_i, masked, k_layout)
                 acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
                 l_i = l_i * alpha + p.sum(axis=1)
                 p16 = p.astype(dtype)
@@ -257,10 +272,88 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                 plgpu.barrier_arrive(v_free.at[slot])
                 return acc, m_new, l_i
 
-            carry = (acc, m_i, l_i)
-            carry = lax.fori_loop(0, lf - lo, lambda i, c_: step(i, c_, True), carry)
-            carry = lax.fori_loop(lf - lo, uf - lo, lambda i, c_: step(i, c_, False), carry)
-            acc, m_i, l_i = lax.fori_loop(uf - lo, steps, lambda i, c_: step(i, c_, True), carry)
+            def next_turn(i):
+                """The second hand-over of step i: the other warpgroup issues its products."""
+                plgpu.barrier_arrive(schedule)
+
+                @pl.when(i + 1 < steps)
+                def _():
+                    plgpu.barrier_wait(k_ready.at[lax.rem(i + 1, stages)])
+
+                plgpu.barrier_wait(schedule)
+
+            def overlapped(m_i, l_i):
+                """FA3's order inside a warpgroup: tile i's QK^T and tile i-1's PV are issued
+                together and tile i's softmax runs while that PV is in flight (O is rescaled
+                after it lands). Tile 0 comes first alone, as a masked tile."""
+
+                def first():
+                    k_layout = early_layout(0, 0, True)
+                    s = qk(0)
+                    plgpu.barrier_arrive(k_free.at[0])
+                    m_new, alpha, p = online_softmax(0, s, m_i, True, k_layout)
+                    p16 = p.astype(dtype)
+                    next_turn(0)
+                    return m_new, l_i * alpha + p.sum(axis=1), p16
+
+                def nothing():
+                    return m_i, l_i, plgpu.layout_cast(
+                        jnp.full((block_q, block_kv), 0.0, dtype), plgpu.Layout.WGMMA)
+
+                head_carry = lax.cond(steps > 0, first, nothing)
+
+                def with_output(o_ref):
+                    def step_o(i, carry, masked: bool):
+                        m_i, l_i, p_prev = carry
+                        slot, prev = lax.rem(i, stages), lax.rem(i + stages - 1, stages)
+                        k_layout = early_layout(i, slot, masked)
+                        plgpu.barrier_wait(v_ready.at[prev])
+
+                        def qk_pv_scope(s_ref):
+                            plgpu.wgmma(s_ref, qo_smem, k_smem.at[slot].transpose((1, 0)))
+                            plgpu.wgmma(o_ref, p_prev, v_smem.at[prev])
+                            sync()
+                            return plgpu.wgmma_accumulator_load(s_ref, wait_n=1)
+
+                        s = pl.run_scoped(qk_pv_scope,
+                                          plgpu.ACC((block_q, block_kv), jnp.float32))
+                        plgpu.barrier_arrive(k_free.at[slot])
+                        m_new, alpha, p = online_softmax(slot, s, m_i, masked, k_layout)
+                        l_i = l_i * alpha + p.sum(axis=1)
+                        p16 = p.astype(dtype)
+                        plgpu.wgmma_wait(0)
+                        plgpu.barrier_arrive(v_free.at[prev])
+                        o_ref[...] = o_ref[...] * lax.broadcast_in_dim(alpha, (block_q, h), [0])
+                        next_turn(i)
+                        return m_new, l_i, p16
+
+                    one = jnp.int32(1)
+                    a, b = jnp.maximum(lf - lo, one), jnp.maximum(uf - lo, one)
+                    carry = lax.fori_loop(one, a, lambda i, c_: step_o(i, c_, True), head_carry)
+                    carry = lax.fori_loop(a, b, lambda i, c_: step_o(i, c_, False), carry)
+                    m_i, l_i, p_last = lax.fori_loop(b, steps, lambda i, c_: step_o(i, c_, True),
+                                                     carry)
+
+                    @pl.when(steps > 0)
+                    def _():
+                        last = lax.rem(steps - 1, stages)
+                        plgpu.barrier_wait(v_ready.at[last])
+                        plgpu.wgmma(o_ref, p_last, v_smem.at[last])
+                        plgpu.wgmma_wait(0)
+                        plgpu.barrier_arrive(v_free.at[last])
+
+                    return o_ref[...], m_i, l_i
+
+                return pl.run_scoped(with_output, plgpu.ACC((block_q, h), jnp.float32))
+
+            if config.overlap:
+                acc, m_i, l_i = overlapped(m_i, l_i)
+            else:
+                carry = (acc, m_i, l_i)
+                carry = lax.fori_loop(0, lf - lo, lambda i, c_: step(i, c_, True), carry)
+                carry = lax.fori_loop(lf - lo, uf - lo, lambda i, c_: step(i, c_, False), carry)
+                acc, m_i, l_i = lax.fori_loop(uf - lo, steps, lambda i, c_: step(i, c_, True),
+                                              carry)
             pl.when(wg == 0)(sync)
 
             live = l_i > 0.0
