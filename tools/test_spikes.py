@@ -13,3 +13,14 @@ def test_mosaic_backward_spike_lowers(capsys):
     spike_mosaic_bwd.main(["--lower-only"])
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 4 and all("lowered, mosaic_gpu calls 1" in line for line in lines)
+
+
+def test_mosaic_forward_spike_lowers(capsys):
+    """Every forward configuration the spike names, soft-capped too (the overlapped one among
+    them)."""
+    import spike_mosaic
+
+    spike_mosaic.main(["--lower-only", "--configs", "64x128x2,64x128x2t,64x128x2o,64x64x3o",
+                       "--logits-soft-cap", "30"])
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 4 and all("lowered, mosaic_gpu calls 1" in line for line in lines)

@@ -1,14 +1,14 @@
 """Spike (issue: FA3-class speed): the Pallas Mosaic GPU forward (mosaic_fwd.py), driven by our
 block mask, against today's Triton forward; same inputs, one process.
 
-    python tools/dev/spike_mosaic.py [--quick] [--configs 64x128x2,64x128x2t,...]
+    python tools/dev/spike_mosaic.py [--quick | --lower-only] [--configs 64x128x2,64x128x2t,...]
 
 First a check on small odd shapes with NaN in the padding (both kernels against the float64
 reference, beside bf16 math done plainly), then per workload: fwd ms and TF/s of each kernel and
 configuration, and the largest differences from the Triton output and logsumexp. A config is
 BQxBKVxSTAGES, with trailing letters: "t" for the tiles' layout by TMA, "o" for each tile's
 softmax overlapped with the previous tile's PV. --rounds N times every kernel N times in turn (the
-machine's spread shows), --rows picks workloads.
+machine's spread shows), --rows picks workloads, --logits-soft-cap C caps every kernel.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def _prepare(w: Workload, params):
     return q, k, v, pos, seg, mask, MaskVariant(w.causal)
 
 
-def kernels(w: Workload, configs, params):
+def kernels(w: Workload, configs, params, cap=None):
     import jax
     import jax.numpy as jnp
 
@@ -58,22 +58,23 @@ def kernels(w: Workload, configs, params):
     q, k, v, pos, seg, mask, variant = _prepare(w, params)
     scale = jnp.float32(w.head_dim ** -0.5)
     fns = {"triton": jax.jit(lambda q, k, v: triton_fwd.forward(
-        q, k, v, scale, pos, seg, pos, seg, mask, sequential=False, params=params))}
+        q, k, v, scale, pos, seg, pos, seg, mask, sequential=False, params=params,
+        logits_soft_cap=cap))}
     for text in configs:
         cfg = parse_config(text)
         fns[text] = jax.jit(lambda q, k, v, cfg=cfg: mosaic_fwd.forward(
             q, k, v, scale, pos, seg, pos, seg, mask, variant=variant,
-            pad_id=PADDING_SEGMENT_ID, config=cfg))
+            pad_id=PADDING_SEGMENT_ID, config=cfg, logits_soft_cap=cap))
     return (q, k, v, pos, seg), fns
 
 
-def check_small(configs, params) -> bool:
+def check_small(configs, params, cap=None) -> bool:
     """Odd lengths, documents, padding holding NaN: each kernel's error against float64, beside
     the same math done plainly in bfloat16."""
     import jax
     import jax.numpy as jnp
 
-    from kvax_testing.reference import mask_terms, reference_attention
+    from kvax_testing.reference import mask_terms, reference_attention, soft_cap
 
     ok = True
     for w in (Workload(1000, 5, 77, num_heads=4, num_kv_heads=2, seed=11, ids="shuffled"),
@@ -81,18 +82,20 @@ def check_small(configs, params) -> bool:
               Workload(777, 1, 0, num_heads=2, num_kv_heads=2, seed=13, causal=False),
               Workload(2048, num_pad_tokens=300, doc_median=90, num_heads=4, num_kv_heads=4,
                        seed=14)):
-        (q, k, v, pos, seg), fns = kernels(w, configs, params)
+        (q, k, v, pos, seg), fns = kernels(w, configs, params, cap)
         pad = (seg == -1)[:, :, None, None]
         qn, kn, vn = (jnp.where(pad, jnp.nan, x) for x in (q, k, v))
         scale = w.head_dim ** -0.5
         terms = mask_terms(is_causal=w.causal)
+        logits_fn = None if cap is None else soft_cap(cap)
         with jax.enable_x64(True):
             ref, ref_lse = reference_attention(*(jnp.asarray(np.asarray(x, np.float64))
                                                  for x in (q, k, v)), pos, seg, pos, seg,
-                                               scale=scale, dtype=jnp.float64, mask_terms=terms)
+                                               scale=scale, dtype=jnp.float64, mask_terms=terms,
+                                               logits_fn=logits_fn)
             ref, ref_lse = np.asarray(ref), np.asarray(ref_lse).transpose(0, 2, 1)
         plain, _ = reference_attention(q, k, v, pos, seg, pos, seg, scale=scale,
-                                       dtype=q.dtype, mask_terms=terms)
+                                       dtype=q.dtype, mask_terms=terms, logits_fn=logits_fn)
         base = float(np.max(np.abs(np.asarray(plain, np.float64) - ref)))
         live = np.isfinite(ref_lse)  # [B, T, N]
         for name, fn in fns.items():
@@ -114,10 +117,10 @@ def check_small(configs, params) -> bool:
     return ok
 
 
-def measure(w: Workload, configs, params, repeats: int, rounds: int = 1) -> None:
+def measure(w: Workload, configs, params, repeats: int, rounds: int = 1, cap=None) -> None:
     import jax
 
-    (q, k, v, _, _), fns = kernels(w, configs, params)
+    (q, k, v, _, _), fns = kernels(w, configs, params, cap)
     flops = w.flops(backward=False)
     results = {}
     for name, fn in fns.items():
@@ -143,23 +146,42 @@ def measure(w: Workload, configs, params, repeats: int, rounds: int = 1) -> None
                   f"  (round {r + 1})", flush=True)
 
 
+def lower_only(configs, cap) -> None:
+    """Each configuration's kernel lowered for CUDA on the check's first workload (any machine)."""
+    from kvax.utils import default_params
+
+    params = default_params("NVIDIA H100 80GB HBM3", backward=False)
+    w = Workload(1000, 5, 77, num_heads=4, num_kv_heads=2, seed=11, ids="shuffled")
+    (q, k, v, _, _), fns = kernels(w, configs, params, cap)
+    for text in configs:
+        hlo = fns[text].trace(q, k, v).lower(lowering_platforms=("cuda",)).as_text()
+        calls = len(re.findall(r"custom_call @mosaic_gpu", hlo))
+        print(f"{text}: lowered, mosaic_gpu calls {calls}", flush=True)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--configs", default="64x128x2,64x128x2t,64x64x3")
     p.add_argument("--repeats", type=int, default=20)
     p.add_argument("--rounds", type=int, default=1)
+    p.add_argument("--logits-soft-cap", type=float, default=None, help="every kernel soft-capped")
     p.add_argument("--rows", default="", help="comma-separated row numbers (0-5), all by default")
     p.add_argument("--quick", action="store_true", help="the 8-document row only")
+    p.add_argument("--lower-only", action="store_true",
+                   help="lower the Mosaic kernels for CUDA and stop (works without a GPU)")
     args = p.parse_args(argv)
+    configs = args.configs.split(",")
+    if args.lower_only:
+        return lower_only(configs, args.logits_soft_cap)
     import jax
 
     from kvax.utils import default_params
 
-    configs = args.configs.split(",")
     params = default_params(jax.devices()[0].device_kind, backward=False)
     print("device", jax.devices()[0].device_kind, "jax", jax.__version__, flush=True)
     print("check (small, NaN in padding):", flush=True)
-    print("check", "passed" if check_small(configs, params) else "FAILED", flush=True)
+    cap = args.logits_soft_cap
+    print("check", "passed" if check_small(configs, params, cap) else "FAILED", flush=True)
     rows = [Workload(65536, 8, 2000),
             Workload(65536, num_pad_tokens=1000, doc_median=1100, ids="shuffled"),
             Workload(65536, num_pad_tokens=1000, doc_median=190),
@@ -171,7 +193,7 @@ def main(argv=None):
     elif args.rows:
         rows = [rows[int(i)] for i in args.rows.split(",")]
     for w in rows:
-        measure(w, configs, params, args.repeats, args.rounds)
+        measure(w, configs, params, args.repeats, args.rounds, cap)
 
 
 if __name__ == "__main__":
