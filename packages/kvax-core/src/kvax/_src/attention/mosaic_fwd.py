@@ -10,7 +10,8 @@ the accumulator's column layout before the tile's QK^T is issued (the loads fly 
 Consumers get most registers, the producer few. `MosaicConfig(overlap=True)` (not the default:
 written and lowered for CUDA, waiting for its GPU measurement) issues each tile's QK^T together
 with the previous tile's PV and runs the tile's softmax while that PV is in flight, FA3's order
-inside a warpgroup on top of the two warpgroups' turns.
+inside a warpgroup; there the consumers pass a turn to issue their products (one barrier each)
+instead of meeting twice a step, so their softmaxes may overlap.
 
 Q, K and V are not copied to whole tiles: a tile past the end of the tokens comes in by TMA as
 zeros and the output tile's rows past the end are not stored (TMA skips out-of-bounds rows); only
@@ -200,7 +201,10 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
             def _():
                 plgpu.barrier_wait(k_ready.at[0])
 
-            pl.when(wg == 1)(sync)
+            if config.overlap:  # warpgroup 0 has the first turn
+                pl.when(wg == 1)(lambda: plgpu.barrier_arrive(schedule.at[0]))
+            else:  # warpgroup 1 starts a hand-over behind
+                pl.when(wg == 1)(sync)
 
             def key_layout(i, slot):
                 """The key tile's positions and segment ids in the logits' column layout."""
@@ -237,11 +241,11 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                 """A masked tile's layout by global loads, issued before its QK^T."""
                 return key_layout(i, slot) if masked and not config.layout_by_tma else None
 
-            def qk(slot):
+            def qk(slot, hand_over=sync):
                 """S = Q K^T of the slot's tile, the turn handed over while it runs."""
                 def qk_scope(acc_ref):
                     plgpu.wgmma(acc_ref, qo_smem, k_smem.at[slot].transpose((1, 0)))
-                    sync()
+                    hand_over()
                     return acc_ref[...]
 
                 return pl.run_scoped(qk_scope, plgpu.ACC((block_q, block_kv), jnp.float32))
@@ -272,28 +276,32 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                 plgpu.barrier_arrive(v_free.at[slot])
                 return acc, m_new, l_i
 
-            def next_turn(i):
-                """The second hand-over of step i: the other warpgroup issues its products."""
-                plgpu.barrier_arrive(schedule)
+            def my_turn():  # overlap: the warpgroups issue their products in turns
+                plgpu.barrier_wait(schedule.at[wg])
 
+            def pass_turn():
+                plgpu.barrier_arrive(schedule.at[1 - wg])
+
+            def wait_next_key(i):
                 @pl.when(i + 1 < steps)
                 def _():
                     plgpu.barrier_wait(k_ready.at[lax.rem(i + 1, stages)])
 
-                plgpu.barrier_wait(schedule)
-
             def overlapped(m_i, l_i):
                 """FA3's order inside a warpgroup: tile i's QK^T and tile i-1's PV are issued
-                together and tile i's softmax runs while that PV is in flight (O is rescaled
-                after it lands). Tile 0 comes first alone, as a masked tile."""
+                together in this warpgroup's turn, and tile i's softmax runs while that PV (and
+                the other warpgroup's products) are in flight; O is rescaled after the PV lands.
+                Only the issuing takes turns, so the two softmaxes may overlap. Tile 0 comes
+                first alone, as a masked tile."""
 
                 def first():
                     k_layout = early_layout(0, 0, True)
-                    s = qk(0)
+                    my_turn()
+                    s = qk(0, pass_turn)
                     plgpu.barrier_arrive(k_free.at[0])
                     m_new, alpha, p = online_softmax(0, s, m_i, True, k_layout)
                     p16 = p.astype(dtype)
-                    next_turn(0)
+                    wait_next_key(0)
                     return m_new, l_i * alpha + p.sum(axis=1), p16
 
                 def nothing():
@@ -308,11 +316,12 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                         slot, prev = lax.rem(i, stages), lax.rem(i + stages - 1, stages)
                         k_layout = early_layout(i, slot, masked)
                         plgpu.barrier_wait(v_ready.at[prev])
+                        my_turn()
 
                         def qk_pv_scope(s_ref):
                             plgpu.wgmma(s_ref, qo_smem, k_smem.at[slot].transpose((1, 0)))
                             plgpu.wgmma(o_ref, p_prev, v_smem.at[prev])
-                            sync()
+                            pass_turn()
                             return plgpu.wgmma_accumulator_load(s_ref, wait_n=1)
 
                         s = pl.run_scoped(qk_pv_scope,
@@ -324,7 +333,7 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                         plgpu.wgmma_wait(0)
                         plgpu.barrier_arrive(v_free.at[prev])
                         o_ref[...] = o_ref[...] * lax.broadcast_in_dim(alpha, (block_q, h), [0])
-                        next_turn(i)
+                        wait_next_key(i)
                         return m_new, l_i, p16
 
                     one = jnp.int32(1)
@@ -354,7 +363,8 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                 carry = lax.fori_loop(lf - lo, uf - lo, lambda i, c_: step(i, c_, False), carry)
                 acc, m_i, l_i = lax.fori_loop(uf - lo, steps, lambda i, c_: step(i, c_, True),
                                               carry)
-            pl.when(wg == 0)(sync)
+            if not config.overlap:
+                pl.when(wg == 0)(sync)
 
             live = l_i > 0.0
             if sinks is not None:  # the head's sink logit joins live rows' denominators
@@ -414,7 +424,10 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
         pl.run_scoped(
             lambda *scoped: kernel(q_ref, k_ref, v_ref, qlay_ref, klay_ref, bounds_ref,
                                    factors_ref, out_ref, lse_ref, scoped),
-            smem, loaded, freed, plgpu.Barrier(num_arrivals=2), collective_axes="wg")
+            smem, loaded, freed,
+            # the hand-overs: a rendezvous of both consumers, or with overlap one turn each
+            plgpu.Barrier(num_barriers=2) if config.overlap else plgpu.Barrier(num_arrivals=2),
+            collective_axes="wg")
 
     out, lse = plgpu.kernel(
         entry,
