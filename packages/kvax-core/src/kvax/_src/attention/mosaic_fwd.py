@@ -330,6 +330,8 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                         m_new, alpha, p = online_softmax(slot, s, m_i, masked, k_layout)
                         l_i = l_i * alpha + p.sum(axis=1)
                         p16 = p.astype(dtype)
+                        # the softmax is done here, before waiting for the PV, not after it
+                        m_new, alpha, l_i, p16 = lax.optimization_barrier((m_new, alpha, l_i, p16))
                         plgpu.wgmma_wait(0)
                         plgpu.barrier_arrive(v_free.at[prev])
                         o_ref[...] = o_ref[...] * lax.broadcast_in_dim(alpha, (block_q, h), [0])
