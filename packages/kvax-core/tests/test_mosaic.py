@@ -343,10 +343,15 @@ def test_variants_match_reference(variant, case):
 def test_overlapped_forward_matches_reference(monkeypatch, case, variant):
     """The forward with each tile's softmax under the previous tile's PV (MosaicConfig.overlap,
     not the default yet), through the whole API."""
-    choose = mosaic_fwd.choose_config
-    monkeypatch.setattr(mosaic_fwd, "choose_config",
-                        lambda mask, h: dataclasses.replace(choose(mask, h), overlap=True))
+    choose, chosen = mosaic_fwd.choose_config, []
+
+    def overlapped(mask, h):
+        chosen.append(h)
+        return dataclasses.replace(choose(mask, h), overlap=True)
+
+    monkeypatch.setattr(mosaic_fwd, "choose_config", overlapped)
     _assert_matches(case, variant)
+    assert chosen, "the Mosaic forward did not run: the overlapped kernel went untested"
 
 
 @pytest.mark.gpu
