@@ -194,8 +194,8 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
             plgpu.barrier_wait(q_ready.at[wg])
             m_i = plgpu.layout_cast(jnp.full((block_q,), -jnp.inf, jnp.float32), row_layout)
             l_i = plgpu.layout_cast(jnp.full((block_q,), 0.0, jnp.float32), row_layout)
-            acc = plgpu.layout_cast(jnp.full((block_q, h), 0.0, jnp.float32),
-                                    plgpu.Layout.WGMMA)
+            acc = None if config.overlap else plgpu.layout_cast(  # overlap: O in an ACC
+                jnp.full((block_q, h), 0.0, jnp.float32), plgpu.Layout.WGMMA)
 
             @pl.when(steps > 0)
             def _():
@@ -241,14 +241,20 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                 """A masked tile's layout by global loads, issued before its QK^T."""
                 return key_layout(i, slot) if masked and not config.layout_by_tma else None
 
-            def qk(slot, hand_over=sync):
-                """S = Q K^T of the slot's tile, the turn handed over while it runs."""
+            def qk(slot, after_issue=sync, wait_n=0):
+                """S = Q K^T of the slot's tile; after_issue (the turn's hand-over) runs while it
+                is in flight, and S is read once at most wait_n products are."""
                 def qk_scope(acc_ref):
                     plgpu.wgmma(acc_ref, qo_smem, k_smem.at[slot].transpose((1, 0)))
-                    hand_over()
-                    return acc_ref[...]
+                    after_issue()
+                    return plgpu.wgmma_accumulator_load(acc_ref, wait_n=wait_n)
 
                 return pl.run_scoped(qk_scope, plgpu.ACC((block_q, block_kv), jnp.float32))
+
+            def wait_next_key(i):
+                @pl.when(i + 1 < steps)
+                def _():
+                    plgpu.barrier_wait(k_ready.at[lax.rem(i + 1, stages)])
 
             def step(i, carry, masked: bool):
                 acc, m_i, l_i = carry
@@ -267,10 +273,7 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
 
                 def pv_scope(acc_ref):
                     plgpu.wgmma(acc_ref, p16, v_smem.at[slot])
-
-                    @pl.when(i + 1 < steps)
-                    def _():
-                        plgpu.barrier_wait(k_ready.at[lax.rem(i + 1, stages)])
+                    wait_next_key(i)
 
                 acc = pl.run_state(pv_scope)(plgpu.ACC.init(acc))
                 plgpu.barrier_arrive(v_free.at[slot])
@@ -281,11 +284,6 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
 
             def pass_turn():
                 plgpu.barrier_arrive(schedule.at[1 - wg])
-
-            def wait_next_key(i):
-                @pl.when(i + 1 < steps)
-                def _():
-                    plgpu.barrier_wait(k_ready.at[lax.rem(i + 1, stages)])
 
             def overlapped(m_i, l_i):
                 """FA3's order inside a warpgroup: tile i's QK^T and tile i-1's PV are issued
@@ -318,14 +316,11 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                         plgpu.barrier_wait(v_ready.at[prev])
                         my_turn()
 
-                        def qk_pv_scope(s_ref):
-                            plgpu.wgmma(s_ref, qo_smem, k_smem.at[slot].transpose((1, 0)))
+                        def pv_and_pass():
                             plgpu.wgmma(o_ref, p_prev, v_smem.at[prev])
                             pass_turn()
-                            return plgpu.wgmma_accumulator_load(s_ref, wait_n=1)
 
-                        s = pl.run_scoped(qk_pv_scope,
-                                          plgpu.ACC((block_q, block_kv), jnp.float32))
+                        s = qk(slot, pv_and_pass, wait_n=1)  # S lands, the PV may still run
                         plgpu.barrier_arrive(k_free.at[slot])
                         m_new, alpha, p = online_softmax(slot, s, m_i, masked, k_layout)
                         l_i = l_i * alpha + p.sum(axis=1)
@@ -365,7 +360,6 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                 carry = lax.fori_loop(lf - lo, uf - lo, lambda i, c_: step(i, c_, False), carry)
                 acc, m_i, l_i = lax.fori_loop(uf - lo, steps, lambda i, c_: step(i, c_, True),
                                               carry)
-            if not config.overlap:
                 pl.when(wg == 0)(sync)
 
             live = l_i > 0.0
