@@ -7,8 +7,9 @@ First a check on small odd shapes with NaN in the padding (both kernels against 
 reference, beside bf16 math done plainly), then per workload: fwd ms and TF/s of each kernel and
 configuration, and the largest differences from the Triton output and logsumexp. A config is
 BQxBKVxSTAGES, with trailing letters: "t" for the tiles' layout by TMA, "o" for each tile's
-softmax overlapped with the previous tile's PV. --rounds N times every kernel N times in turn (the
-machine's spread shows), --rows picks workloads, --logits-soft-cap C caps every kernel.
+softmax overlapped with the previous tile's PV; "@C" soft-caps that kernel at
+C. --rounds N times every kernel N times in turn (the machine's spread shows), --rows picks
+workloads, --logits-soft-cap C caps every kernel without its own "@".
 """
 
 from __future__ import annotations
@@ -27,9 +28,15 @@ from measure import median_ms  # noqa: E402
 from workloads import Workload, inputs  # noqa: E402
 
 
+def config_cap(text: str, cap):
+    """The soft cap a config asks for ("...@C"), else cap."""
+    return float(text.split("@")[1]) if "@" in text else cap
+
+
 def parse_config(text: str):
     from kvax._src.attention.mosaic_fwd import MosaicConfig
 
+    text = text.split("@")[0]
     bq, bkv, stages, flags = re.fullmatch(r"(\d+)x(\d+)x(\d+)([to]*)", text).groups()
     return MosaicConfig(block_q=int(bq), block_kv=int(bkv), stages=int(stages),
                         layout_by_tma="t" in flags, overlap="o" in flags)
@@ -62,15 +69,21 @@ def kernels(w: Workload, configs, params, cap=None):
         logits_soft_cap=cap))}
     for text in configs:
         cfg = parse_config(text)
-        fns[text] = jax.jit(lambda q, k, v, cfg=cfg: mosaic_fwd.forward(
+        fns[text] = jax.jit(lambda q, k, v, cfg=cfg, c=config_cap(text, cap): mosaic_fwd.forward(
             q, k, v, scale, pos, seg, pos, seg, mask, variant=variant,
-            pad_id=PADDING_SEGMENT_ID, config=cfg, logits_soft_cap=cap))
+            pad_id=PADDING_SEGMENT_ID, config=cfg, logits_soft_cap=c))
     return (q, k, v, pos, seg), fns
 
 
 def check_small(configs, params, cap=None) -> bool:
     """Odd lengths, documents, padding holding NaN: each kernel's error against float64, beside
-    the same math done plainly in bfloat16."""
+    the same math done plainly in bfloat16 (configs grouped by their soft cap)."""
+    caps = {config_cap(text, cap) for text in configs}
+    return all([check_capped([t for t in configs if config_cap(t, cap) == c], params, c)
+                for c in sorted(caps, key=lambda c: -1 if c is None else c)])
+
+
+def check_capped(configs, params, cap) -> bool:
     import jax
     import jax.numpy as jnp
 
