@@ -83,6 +83,18 @@ def test_matches_reference(case, backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("scale", [-0.3, 0.0])
+def test_negative_and_zero_scale(backend, scale):
+    """scale only has to be finite: a negative one reverses the weights, 0 makes them uniform
+    over what each query may attend."""
+    seed = int(np.random.SeedSequence().entropy % 2**31)
+    batch = packed_batch(seed, kv_len=150, num_docs=3, pad_tokens=9, poison_padding=True)
+    report = check_attention(attention_fn(SMALL, backend=backend, scale=scale), batch,
+                             scale=scale, seed=seed)
+    assert report.ok, f"seed={seed}\n{report}"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_sequential_positions(backend):
     batch = packed_batch(11, kv_len=150, num_docs=3, pad_tokens=9, positions="global",
                          poison_padding=True)

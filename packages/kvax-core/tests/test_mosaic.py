@@ -300,9 +300,9 @@ def _assert_matches(case, variant, **options):
     assert report.ok, f"seed={seed}\n{report}"
 
 
-def _check(case, variant, seed, bwd=BWD, deterministic=True):
+def _check(case, variant, seed, bwd=BWD, deterministic=True, scale_sign=1.0):
     batch = _batch(case, seed)
-    scale = case["head_dim"] ** -0.5
+    scale = scale_sign * case["head_dim"] ** -0.5
     variant = dict(variant)
     sinks = None
     if variant.pop("sinks", False):
@@ -330,6 +330,16 @@ def test_matches_reference(case):
 @pytest.mark.parametrize("case", [CASES[0], CASES[1], CASES[3]], ids=_case_id)
 def test_variants_match_reference(variant, case):
     _assert_matches(case, variant)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("variant,sign", [({}, -1.0), (dict(logits_soft_cap=5.0), -1.0),
+                                          ({}, 0.0)], ids=["negative", "negative-capped", "zero"])
+def test_scale_of_any_sign_matches_reference(variant, sign):
+    """The forward's softmax takes row maxima before the logits' factor: a negative scale must
+    flip its Q tile (uncapped) or pass through tanh (capped), and 0 give uniform weights."""
+    _assert_matches(CASES[0], variant, scale_sign=sign)
 
 
 @pytest.mark.gpu
