@@ -360,7 +360,13 @@ def test_overlapped_forward_matches_reference(monkeypatch, case, variant):
         return dataclasses.replace(choose(mask, h), overlap=True)
 
     monkeypatch.setattr(mosaic_fwd, "choose_config", overlapped)
-    _assert_matches(case, variant)
+    # traced afresh (a trace of the same call cached by an earlier test would skip the patch),
+    # and not left in the caches for the tests after it
+    jax.clear_caches()
+    try:
+        _assert_matches(case, variant)
+    finally:
+        jax.clear_caches()
     assert chosen, "the Mosaic forward did not run: the overlapped kernel went untested"
 
 
