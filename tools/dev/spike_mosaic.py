@@ -7,8 +7,8 @@ First a check on small odd shapes with NaN in the padding (both kernels against 
 reference, beside bf16 math done plainly), then per workload: fwd ms and TF/s of each kernel and
 configuration, and the largest differences from the Triton output and logsumexp. A config is
 BQxBKVxSTAGES, with trailing letters: "t" for the tiles' layout by TMA, "o" for each tile's
-softmax overlapped with the previous tile's PV; "@C" soft-caps that kernel at
-C. --rounds N times every kernel N times in turn (the machine's spread shows), --rows picks
+softmax overlapped with the previous tile's PV; a suffix "@C" soft-caps that kernel at C.
+--rounds N times every kernel N times in turn (the machine's spread shows), --rows picks
 workloads, --logits-soft-cap C caps every kernel without its own "@".
 """
 
