@@ -275,21 +275,39 @@ def bench_peer(key, w: Workload, args):
 
 
 def run_gpu(args, save):
-    """Every length: ours, then each peer on the same inputs; save(result) after each length."""
+    """Every length: ours, then each peer on the same inputs. After each implementation its
+    result is saved (the length's entry rewritten) and a line printed, so that a run cut short
+    keeps what it measured; the table follows each length."""
     peers = [p for p in args.peers.split(",") if p]
     for seq_len in args.seq_lens or [16384, 65536]:
         w = for_args(args, seq_len)
+        entries = []
+
+        def record(row, start):
+            row.wall_s = time.perf_counter() - start
+            if row.fwd_ms:
+                row.fwd_tflops = w.flops(False) / row.fwd_ms / 1e9
+            if row.fwdbwd_ms:
+                row.fwdbwd_tflops = w.flops(True) / row.fwdbwd_ms / 1e9
+            entries.append(row)
+            save(dict(workload=dataclasses.asdict(w), name=w.name,
+                      allowed_pairs=w.allowed_pairs(), useful_fwd_flops=w.flops(False),
+                      block_visited_fwd_flops=block_flops,
+                      rows=[dataclasses.asdict(r) for r in entries]), replace=len(entries) > 1)
+            done = (f"skipped: {row.skipped}" if row.skipped else
+                    f"fwd {fmt(row.fwd_ms, '.2f')} ms, f+b {fmt(row.fwdbwd_ms, '.2f')} ms")
+            print(f"  {w.name} {row.impl}: {done} ({row.wall_s:.0f} s)", flush=True)
+
         start = time.perf_counter()
         ours, ours_out, masks, block_flops = bench_ours(w, args, args.backend)
-        ours.wall_s = time.perf_counter() - start
+        record(ours, start)
         if args.show_attention_mask:
             print(masks[0].format())
-        entries = [ours]
         for backend in filter(None, args.also_backends.split(",")):
             start = time.perf_counter()
             row, out, _, _ = bench_ours(w, args, backend)
-            row.rel_err_vs_ours, row.wall_s = rel_err(out, ours_out), time.perf_counter() - start
-            entries.append(row)
+            row.rel_err_vs_ours = rel_err(out, ours_out)
+            record(row, start)
         for peer in peers:
             start = time.perf_counter()
             try:
@@ -299,16 +317,7 @@ def run_gpu(args, save):
                 row = Row(PEERS[peer].label if peer in PEERS else peer, seq_len,
                           skipped=f"{type(err).__name__}: {str(err).splitlines()[0][:160]}")
                 row.detail = str(err)[-4000:]  # kept in results.json for debugging
-            row.wall_s = time.perf_counter() - start
-            entries.append(row)
-        for row in entries:
-            if row.fwd_ms:
-                row.fwd_tflops = w.flops(False) / row.fwd_ms / 1e9
-            if row.fwdbwd_ms:
-                row.fwdbwd_tflops = w.flops(True) / row.fwdbwd_ms / 1e9
-        save(dict(workload=dataclasses.asdict(w), name=w.name, allowed_pairs=w.allowed_pairs(),
-                  useful_fwd_flops=w.flops(False), block_visited_fwd_flops=block_flops,
-                  rows=[dataclasses.asdict(r) for r in entries]))
+            record(row, start)
         print_table(entries, w, block_flops)
 
 

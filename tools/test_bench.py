@@ -118,7 +118,8 @@ def test_memory_sweep_plot(tmp_path):
 
 def test_gpu_table_on_cpu_saves_every_length_and_reports_failed_peers(tmp_path, capsys):
     """run_gpu's own machinery on CPU: ours through the CPU path, peers that cannot run here
-    reported as skipped with their reason, results.json rewritten after each length."""
+    reported as skipped with their reason, results.json rewritten after each implementation
+    (a run cut short keeps what it measured) with a line printed for each."""
     args = bench.parse_args(["mha_bwd", "--seq-lens", "128", "96", "--doc-len", "40",
                              "--num-pad-tokens", "7", "--heads", "4", "--kv-heads", "2",
                              "--head-dim", "16", "--dtype", "float32", "--repeats", "1",
@@ -132,7 +133,7 @@ def test_gpu_table_on_cpu_saves_every_length_and_reports_failed_peers(tmp_path, 
         lengths_on_disk.append([r["workload"]["seq_len"] for r in on_disk])
 
     bench.run_gpu(args, save)
-    assert lengths_on_disk == [[128], [128, 96]]
+    assert lengths_on_disk == [[128]] * 3 + [[128, 96]] * 3  # ours, cudnn, nonsense
     first = saved.results[0]
     assert first["workload"]["num_segments"] == 3  # 128 / 40, rounded
     ours, cudnn, nonsense = first["rows"]
@@ -143,6 +144,7 @@ def test_gpu_table_on_cpu_saves_every_length_and_reports_failed_peers(tmp_path, 
     assert first["allowed_pairs"] == bench.for_args(args, 128).allowed_pairs()
     out = capsys.readouterr().out
     assert "skipped: " in out and "kvax (ours)" in out
+    assert re.search(r"^  B1-S96-\S+ kvax \(ours\): fwd [\d.]+ ms, f\+b [\d.]+ ms", out, re.M)
 
 
 def test_memory_sweep_runs_ours_on_cpu(tmp_path, capsys):
