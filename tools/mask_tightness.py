@@ -44,17 +44,15 @@ def exact_blocks(pos, seg, row_block, col_block, transpose=False) -> int:
     return len(pairs)
 
 
-def document_aligned_blocks(seg, row_block, col_block) -> int:
-    """Blocks a causal varlen kernel visits: each document's query tiles start at its first
-    token, and query tile i meets the key tiles up to its last row."""
-    live = seg != PADDING_SEGMENT_ID
-    starts = np.flatnonzero(np.diff(seg, prepend=seg[0] - 1) != 0)
-    lengths = np.diff(np.append(starts, len(seg)))
+def document_aligned_blocks(runs, row_block, col_block) -> int:
+    """Blocks a causal varlen kernel visits for documents at runs [(start, end)]
+    (Workload.runs): each document's query tiles start at its first token, and query tile i
+    meets the key tiles up to its last row."""
     total = 0
-    for start, length in zip(starts, lengths):
-        if live[start]:
-            last_rows = np.minimum(np.arange(1, -(-length // row_block) + 1) * row_block, length)
-            total += int(np.sum((last_rows - 1) // col_block + 1))
+    for start, end in runs:
+        length = end - start
+        last_rows = np.minimum(np.arange(1, -(-length // row_block) + 1) * row_block, length)
+        total += int(np.sum((last_rows - 1) // col_block + 1))
     return total
 
 
@@ -80,7 +78,7 @@ def measure(w: Workload) -> dict:
         out[m.kind] = dict(visited=visited, minimum=minimum, ratio=visited / max(minimum, 1))
     tile = masks[0].row_block * masks[0].col_block
     out["fwd"]["useful"] = w.allowed_pairs() / (out["fwd"]["visited"] * tile)
-    aligned = document_aligned_blocks(seg[0], masks[0].row_block, masks[0].col_block)
+    aligned = document_aligned_blocks(w.runs(0), masks[0].row_block, masks[0].col_block)
     out["fwd"]["useful_document_aligned"] = w.allowed_pairs() / (aligned * tile)
     return out
 

@@ -7,10 +7,20 @@ from workloads import PADDING_SEGMENT_ID, Workload
 
 
 def test_document_aligned_blocks_by_hand():
-    # 200 tokens: query tiles of rows 0-127 (1 key tile) and 128-199 (2); 100 tokens: 1; padding
-    seg = np.array([7] * 200 + [3] * 100 + [PADDING_SEGMENT_ID] * 20)
-    assert mask_tightness.document_aligned_blocks(seg, 128, 128) == 4
-    assert mask_tightness.document_aligned_blocks(seg, 128, 64) == 2 + 4 + 2
+    # 200 tokens: query tiles of rows 0-127 (1 key tile) and 128-199 (2); 100 tokens: 1
+    runs = [(0, 200), (200, 300)]
+    assert mask_tightness.document_aligned_blocks(runs, 128, 128) == 4
+    assert mask_tightness.document_aligned_blocks(runs, 128, 64) == 2 + 4 + 2
+
+
+def test_document_aligned_blocks_of_a_workload_skip_padding():
+    w = Workload(1000, 3, 100)
+    _, seg = w.layout()
+    assert np.count_nonzero(seg[0] == PADDING_SEGMENT_ID) == 100
+    runs = w.runs(0)
+    assert sum(e - s for s, e in runs) == 900
+    assert mask_tightness.document_aligned_blocks(runs, 128, 128) == sum(
+        n * (n + 1) // 2 for n in (-(-(e - s) // 128) for s, e in runs))
 
 
 def test_measure_small_workload():

@@ -28,6 +28,15 @@ from measure import median_ms  # noqa: E402
 from workloads import Workload, inputs  # noqa: E402
 
 
+# the small check's workloads: odd lengths, documents, padding (its NaN added by the check)
+CHECK_WORKLOADS = (
+    Workload(1000, 5, 77, num_heads=4, num_kv_heads=2, seed=11, ids="shuffled"),
+    Workload(1500, 3, 130, batch=2, num_heads=4, num_kv_heads=1, seed=12),
+    Workload(777, 1, 0, num_heads=2, num_kv_heads=2, seed=13, causal=False),
+    Workload(2048, num_pad_tokens=300, doc_median=90, num_heads=4, num_kv_heads=4, seed=14),
+)
+
+
 def config_cap(text: str, cap):
     """The soft cap a config asks for ("...@C"), else cap."""
     return float(text.split("@")[1]) if "@" in text else cap
@@ -90,11 +99,7 @@ def check_capped(configs, params, cap) -> bool:
     from kvax_testing.reference import mask_terms, reference_attention, soft_cap
 
     ok = True
-    for w in (Workload(1000, 5, 77, num_heads=4, num_kv_heads=2, seed=11, ids="shuffled"),
-              Workload(1500, 3, 130, batch=2, num_heads=4, num_kv_heads=1, seed=12),
-              Workload(777, 1, 0, num_heads=2, num_kv_heads=2, seed=13, causal=False),
-              Workload(2048, num_pad_tokens=300, doc_median=90, num_heads=4, num_kv_heads=4,
-                       seed=14)):
+    for w in CHECK_WORKLOADS:
         (q, k, v, pos, seg), fns = kernels(w, configs, params, cap)
         pad = (seg == -1)[:, :, None, None]
         qn, kn, vn = (jnp.where(pad, jnp.nan, x) for x in (q, k, v))
@@ -164,8 +169,7 @@ def lower_only(configs, cap) -> None:
     from kvax.utils import default_params
 
     params = default_params("NVIDIA H100 80GB HBM3", backward=False)
-    w = Workload(1000, 5, 77, num_heads=4, num_kv_heads=2, seed=11, ids="shuffled")
-    (q, k, v, _, _), fns = kernels(w, configs, params, cap)
+    (q, k, v, _, _), fns = kernels(CHECK_WORKLOADS[0], configs, params, cap)
     for text in configs:
         hlo = fns[text].trace(q, k, v).lower(lowering_platforms=("cuda",)).as_text()
         calls = len(re.findall(r"custom_call @mosaic_gpu", hlo))
