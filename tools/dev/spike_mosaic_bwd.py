@@ -90,6 +90,8 @@ def main(argv=None):
                         help="lower the kernels for CUDA and stop (works without a GPU)")
     parser.add_argument("--configs", default="240/24,232/40")
     parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="time every kernel in turn this many times (the machine's drift)")
     args = parser.parse_args(argv)
     import jax
     import jax.numpy as jnp
@@ -131,17 +133,24 @@ def main(argv=None):
         p = _problem(w, backward_params=bwd_params)
         args_, fns = _runners(p, bwd_params, configs)
         flops = w.flops(backward=True) - w.flops(backward=False)
-        for name, fn in fns.items():
-            try:
-                start = time.perf_counter()
-                jax.block_until_ready(fn(*args_))
-                first = time.perf_counter() - start
-                ms = median_ms(lambda fn=fn: fn(*args_), args.repeats)
-            except Exception:  # noqa: BLE001 - a spike reports and goes on
-                print(f"  {w.name} {name}: FAILED\n{traceback.format_exc()[-2000:]}", flush=True)
-                continue
-            print(f"  {w.name:<62} {name:<14} backward {ms:8.2f} ms {flops / ms / 1e9:6.0f} "
-                  f"TF/s first {first:5.1f} s", flush=True)
+        failed = set()
+        for r in range(args.rounds):
+            for name, fn in fns.items():
+                if name in failed:
+                    continue
+                try:
+                    start = time.perf_counter()
+                    jax.block_until_ready(fn(*args_))
+                    first = time.perf_counter() - start
+                    ms = median_ms(lambda fn=fn: fn(*args_), args.repeats)
+                except Exception:  # noqa: BLE001 - a spike reports and goes on
+                    print(f"  {w.name} {name}: FAILED\n{traceback.format_exc()[-2000:]}",
+                          flush=True)
+                    failed.add(name)
+                    continue
+                print(f"  {w.name:<62} {name:<14} backward {ms:8.2f} ms "
+                      f"{flops / ms / 1e9:6.0f} TF/s first {first:5.1f} s round {r + 1}",
+                      flush=True)
 
 
 if __name__ == "__main__":

@@ -8,13 +8,15 @@ and dV in registers across the group (GQA summed there). Per tile and consumer:
 
     S^T = K Q^T and dP^T = V dO^T          issued together; the exponentials overlap dP^T
     P^T = exp(S^T - lse), dS^T = P^T (dP^T - delta)     (soft cap: times 1 - tanh^2)
-    dV += P^T dO, dK += dS^T Q              from registers
+    dV += P^T dO                            from registers
     dQ[:, half] = dS K[:, half]             both consumers' dS^T meet in shared memory; each
                                             computes half of dQ's columns over all 128 keys
+    dK += dS^T Q                            from registers
 
-and the dQ half goes through shared memory into a float32 accumulator in global memory by TMA
-reduce-add: 5 products per (query, key) pair instead of the Triton kernels' 7, at the price of
-float32 additions in arrival order (dQ differs between reruns in its last bits; dK, dV do not).
+issued in that order (FA3's): the dQ half goes through shared memory, while dK's product runs,
+into a float32 accumulator in global memory by TMA reduce-add. 5 products per (query, key) pair
+instead of the Triton kernels' 7, at the price of float32 additions in arrival order (dQ differs
+between reruns in its last bits; dK, dV do not).
 The accumulator is a `jax.new_ref` passed to the kernel (plgpu.kernel aliases refs in and out).
 
 NaN or Inf in the padding never leaks (a zero weight times NaN is NaN inside a product): Q's and
@@ -178,11 +180,22 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
             def cols(x):
                 return lax.broadcast_in_dim(x, shape, [1])
 
+            def query_layout(qt):
+                """The query tile's positions and segment ids in the columns' layout."""
+                q_start = qt * block_q
+                return (plgpu.load(qlay_ref.at[batch, 0, pl.ds(q_start, block_q)],
+                                   layout=col_layout, optimized=False),
+                        plgpu.load(qlay_ref.at[batch, 1, pl.ds(q_start, block_q)],
+                                   layout=col_layout, optimized=False))
+
             def step(s, carry, masked: bool):
                 dk, dv = carry
                 slot = lax.rem(s, stages)
                 d = lax.rem(s, 2)
                 head, qt = where_step(s)
+                # a masked step's query layout: global loads issued before the step's waits,
+                # so that their latency is hidden (4-8% on log-normal and short documents)
+                q_layout = query_layout(qt) if masked else None
                 plgpu.barrier_wait(q_ready.at[slot])
                 plgpu.barrier_wait(st_ready.at[slot])
                 plgpu.barrier_wait(do_ready.at[slot])
@@ -198,11 +211,7 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
                         th = jnp.tanh(s_t * c)
                         p_t, d_cap = jnp.exp2(th * (cap * LOG2E) - cols(lse_c)), 1.0 - th * th
                     if masked:
-                        q_start = qt * block_q
-                        q_pos_c = plgpu.load(qlay_ref.at[batch, 0, pl.ds(q_start, block_q)],
-                                             layout=col_layout, optimized=False)
-                        q_seg_c = plgpu.load(qlay_ref.at[batch, 1, pl.ds(q_start, block_q)],
-                                             layout=col_layout, optimized=False)
+                        q_pos_c, q_seg_c = q_layout
                         ok = variant.element_rule(cols(q_pos_c), cols(q_seg_c),
                                                   lax.broadcast_in_dim(k_pos_r, shape, [0]),
                                                   lax.broadcast_in_dim(k_seg_r, shape, [0]),
@@ -224,23 +233,26 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
                 plgpu.barrier_arrive(ds_ready.at[d])
 
                 def grad_scope(refs):
-                    dv_ref, dk_ref, dq_ref = refs
-                    plgpu.wgmma(dv_ref, p_t, do_smem.at[slot])
-                    plgpu.wgmma(dk_ref, ds_t, q_smem.at[slot])
+                    """FA3's order: dV, then dQ, then dK, and dQ's store runs under dK."""
+                    dv_acc, dk_acc, dq_acc = refs
+                    plgpu.wgmma(dv_acc, p_t, do_smem.at[slot])
                     plgpu.barrier_wait(ds_ready.at[d])
-                    plgpu.wgmma(dq_ref, ds_smem.at[d].transpose((1, 0)), k_cols)
+                    plgpu.wgmma(dq_acc, ds_smem.at[d].transpose((1, 0)), k_cols)
+                    plgpu.wgmma(dk_acc, ds_t, q_smem.at[slot])
+                    dq = plgpu.wgmma_accumulator_load(dq_acc, wait_n=1)
+                    plgpu.wait_smem_to_gmem(0, wait_read_only=True)  # the last add read it
+                    dq_smem.at[wg][...] = dq * sc
+                    plgpu.commit_smem()
+                    plgpu.copy_smem_to_gmem(
+                        dq_smem.at[wg],
+                        dq_ref.at[batch, pl.ds(qt * block_q, block_q), head,
+                                  pl.ds(wg * half, half)],
+                        reduction_op="add")
 
-                dv, dk, dq = pl.run_state(grad_scope)(
+                dv, dk, _ = pl.run_state(grad_scope)(
                     (plgpu.ACC.init(dv), plgpu.ACC.init(dk),
                      plgpu.ACC.init(zeros((block_q, half)))))
                 plgpu.barrier_arrive(free.at[slot])
-                plgpu.wait_smem_to_gmem(0, wait_read_only=True)  # the last add has read dq_smem
-                dq_smem.at[wg][...] = dq * sc
-                plgpu.commit_smem()
-                plgpu.copy_smem_to_gmem(
-                    dq_smem.at[wg],
-                    dq_ref.at[batch, pl.ds(qt * block_q, block_q), head, pl.ds(wg * half, half)],
-                    reduction_op="add")
                 return dk, dv
 
             def head_loop(g, carry):
