@@ -39,8 +39,8 @@ import jax.numpy as jnp
 from jax import lax
 
 from kvax._src.attention.mask import AttentionMask
-from kvax._src.attention.mosaic_fwd import (LOG2E, block_bounds, for_tma, logit_factor,
-                                             mask_bounds, round_up, tiled_layout)
+from kvax._src.attention.mosaic_fwd import (LOG2E, block_bounds, for_tma, load_layout,
+                                             logit_factor, mask_bounds, round_up, tiled_layout)
 from kvax._src.attention.variant import MaskVariant
 
 HEAD_DIMS = (64, 128)  # dK and dV of 64 keys x 256 do not fit one warpgroup's registers
@@ -159,10 +159,7 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
             k_mine = k_smem.at[pl.ds(wg * keys_per_wg, keys_per_wg)]
             plgpu.copy_gmem_to_smem(k_ref.at[kv_slice], k_mine, kv_ready.at[wg])
             plgpu.copy_gmem_to_smem(v_ref.at[kv_slice], v_smem.at[wg], kv_ready.at[2 + wg])
-            k_pos_r = plgpu.load(klay_ref.at[batch, 0, pl.ds(k_start, keys_per_wg)],
-                                 layout=row_layout, optimized=False)
-            k_seg_r = plgpu.load(klay_ref.at[batch, 1, pl.ds(k_start, keys_per_wg)],
-                                 layout=row_layout, optimized=False)
+            k_pos_r, k_seg_r = load_layout(klay_ref, batch, k_start, keys_per_wg, row_layout)
             c, sc = factors_ref[0], factors_ref[1]
             plgpu.barrier_wait(kv_ready.at[wg])
             # dQ reads both consumers' keys: the other's after its first dS^T arrival, so after
@@ -180,14 +177,6 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
             def cols(x):
                 return lax.broadcast_in_dim(x, shape, [1])
 
-            def query_layout(qt):
-                """The query tile's positions and segment ids in the columns' layout."""
-                q_start = qt * block_q
-                return (plgpu.load(qlay_ref.at[batch, 0, pl.ds(q_start, block_q)],
-                                   layout=col_layout, optimized=False),
-                        plgpu.load(qlay_ref.at[batch, 1, pl.ds(q_start, block_q)],
-                                   layout=col_layout, optimized=False))
-
             def step(s, carry, masked: bool):
                 dk, dv = carry
                 slot = lax.rem(s, stages)
@@ -195,7 +184,8 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
                 head, qt = where_step(s)
                 # a masked step's query layout: global loads issued before the step's waits,
                 # so that their latency is hidden (4-8% on log-normal and short documents)
-                q_layout = query_layout(qt) if masked else None
+                q_layout = (load_layout(qlay_ref, batch, qt * block_q, block_q, col_layout)
+                            if masked else None)
                 plgpu.barrier_wait(q_ready.at[slot])
                 plgpu.barrier_wait(st_ready.at[slot])
                 plgpu.barrier_wait(do_ready.at[slot])

@@ -97,6 +97,16 @@ def tiled_layout(pos, seg, length: int, pad_id: int):
     return jnp.stack([pad_tokens(pos, length, 0), pad_tokens(seg, length, pad_id)], 1)
 
 
+def load_layout(lay_ref, batch, start, size: int, layout):
+    """Inside a kernel: (positions, segment ids) of tokens [start, start + size) of a
+    tiled_layout array, by global loads into registers of the given layout."""
+    import jax.experimental.pallas as pl
+    import jax.experimental.pallas.mosaic_gpu as plgpu
+
+    return tuple(plgpu.load(lay_ref.at[batch, row, pl.ds(start, size)], layout=layout,
+                            optimized=False) for row in (0, 1))
+
+
 def mask_bounds(mask: AttentionMask):
     """The block mask's four bounds per row as one [B, R, 4] int32 array (read by
     block_bounds)."""
@@ -188,10 +198,7 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
             q_start = tile * rows + wg * block_q
             plgpu.copy_gmem_to_smem(q_ref.at[batch, pl.ds(q_start, block_q), head], qo_smem,
                                     q_ready.at[wg])
-            q_pos_r = plgpu.load(qlay_ref.at[batch, 0, pl.ds(q_start, block_q)],
-                                 layout=row_layout, optimized=False)
-            q_seg_r = plgpu.load(qlay_ref.at[batch, 1, pl.ds(q_start, block_q)],
-                                 layout=row_layout, optimized=False)
+            q_pos_r, q_seg_r = load_layout(qlay_ref, batch, q_start, block_q, row_layout)
             c = factors_ref[0]
             plgpu.barrier_wait(q_ready.at[wg])
             if cap is None:  # online_softmax needs a positive factor: the sign goes into Q
@@ -221,11 +228,7 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                 if config.layout_by_tma:
                     return (plgpu.load(klay_smem.at[slot, 0], layout=col_layout),
                             plgpu.load(klay_smem.at[slot, 1], layout=col_layout))
-                k_start = (lo + i) * block_kv
-                return (plgpu.load(klay_ref.at[batch, 0, pl.ds(k_start, block_kv)],
-                                   layout=col_layout, optimized=False),
-                        plgpu.load(klay_ref.at[batch, 1, pl.ds(k_start, block_kv)],
-                                   layout=col_layout, optimized=False))
+                return load_layout(klay_ref, batch, (lo + i) * block_kv, block_kv, col_layout)
 
             def online_softmax(slot, s, m_i, masked: bool, k_layout):
                 """(the new row max, the old rows' factor, p) for tile scores s (raw QK^T). The
