@@ -81,6 +81,21 @@ def _assert_hardware_tanh(text, extra):
     assert found == ({"tanh", "tanh.approx.f32"} if extra.get("cap") else set())
 
 
+def test_capped_reference_keeps_every_weight_normal():
+    """With the fixed reference every weight p = exp2(logit - m), logits in [-f, f], its row sum
+    over 2^24 keys and its products with values 2^-22 <= |v| <= 2^40 are normal float32 (and
+    bfloat16) numbers; float16, uncapped calls and caps past 55 keep running row maxima."""
+    tiny, big = np.finfo(np.float32).tiny, np.finfo(np.float32).max
+    for cap in [0.1, 5.0, 30.0, 50.0, 55.0]:
+        m = mosaic_fwd.capped_reference(cap, jnp.bfloat16)
+        f = cap * mosaic_fwd.LOG2E
+        assert 2.0 ** (-f - m) * 2.0 ** -22 >= tiny
+        assert 2.0 ** (f - m) * 2.0 ** 24 * 2.0 ** 40 < big
+    assert mosaic_fwd.capped_reference(56.0, jnp.bfloat16) is None
+    assert mosaic_fwd.capped_reference(30.0, jnp.float16) is None
+    assert mosaic_fwd.capped_reference(None, jnp.bfloat16) is None
+
+
 def test_tiles_follow_the_head_dim_and_the_mask():
     mask = build_masks(*(jnp.zeros((1, 256), jnp.int32),) * 4, fwd_params=FWD, bwd_params=None,
                        skip_pad_tokens=True)[0]
@@ -340,6 +355,16 @@ def test_scale_of_any_sign_matches_reference(variant, sign):
     """The forward's softmax takes row maxima before the logits' factor: a negative scale must
     flip its Q tile (uncapped) or pass through tanh (capped), and 0 give uniform weights."""
     _assert_matches(CASES[0], variant, scale_sign=sign)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("cap", [30.0, 50.0, 70.0])
+@pytest.mark.parametrize("sign", [40.0, -40.0])
+def test_large_caps_with_saturated_logits_match_reference(cap, sign):
+    """bfloat16 caps up to 55 take a fixed softmax reference (mosaic_fwd.capped_reference), 70
+    running row maxima: scores at 40 times the scale put most logits near +-c."""
+    _assert_matches(CASES[0], dict(logits_soft_cap=cap), scale_sign=sign)
 
 
 @pytest.mark.gpu

@@ -120,6 +120,19 @@ def logit_factor(scale, logits_soft_cap: float | None):
                                               else 1.0 / logits_soft_cap)
 
 
+def capped_reference(logits_soft_cap: float | None, dtype) -> float | None:
+    """The fixed row reference m (log2 units) of a soft-capped bfloat16 forward, or None where
+    it needs running row maxima. Capped logits lie in [-f, f], f = c * log2(e), so p = exp2(logit
+    - m) with m = min(f, 24) stays in [2^-(f + m), 2^(f - m)] for any scores: for f <= 80 (c <=
+    55) every p, its bfloat16 copy, the row sums (< 2^80 up to 2^24 keys) and products p * v
+    with 2^-22 <= |v| <= 2^40 are normal float32 numbers, so the softmax skips the row maximum's
+    reduction and the output's rescaling. float16's P (down to 2^-24) needs the maxima."""
+    if logits_soft_cap is None or jnp.dtype(dtype) != jnp.bfloat16:
+        return None
+    f = logits_soft_cap * LOG2E
+    return min(f, 24.0) if f <= 80.0 else None
+
+
 def block_bounds(bounds_ref, batch, row, col_ratio: int, num_tiles: int):
     """Inside a kernel: one block-mask row's (lower, upper, lower_full, upper_full) in kernel
     tiles (col_ratio per mask block), clipped to the num_tiles that exist and ordered lower <=
@@ -166,6 +179,7 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
     bounds = mask_bounds(mask)
     cap = logits_soft_cap
     qk_scale = logit_factor(scale, cap)
+    fixed_m = capped_reference(cap, dtype)
     sink_logits = jnp.zeros((n,), jnp.float32) if sinks is None else sinks.astype(jnp.float32)
     factors = jnp.concatenate([qk_scale.reshape(1), sink_logits * LOG2E])
 
@@ -209,7 +223,8 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
 
                 # a scale of 0 becomes 1e-30: logits of ~1e-28, so the same uniform weights
                 c = jnp.maximum(jnp.where(c < 0, -c, c), 1e-30)
-            m_i = plgpu.layout_cast(jnp.full((block_q,), -jnp.inf, jnp.float32), row_layout)
+            m_0 = -jnp.inf if fixed_m is None else fixed_m
+            m_i = plgpu.layout_cast(jnp.full((block_q,), m_0, jnp.float32), row_layout)
             l_i = plgpu.layout_cast(jnp.full((block_q,), 0.0, jnp.float32), row_layout)
             acc = None if config.overlap else plgpu.layout_cast(  # overlap: O in an ACC
                 jnp.full((block_q, h), 0.0, jnp.float32), plgpu.Layout.WGMMA)
@@ -233,7 +248,8 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
             def online_softmax(slot, s, m_i, masked: bool, k_layout):
                 """(the new row max, the old rows' factor, p) for tile scores s (raw QK^T). The
                 row maxima are taken before the logits' factor f > 0 (c made positive above),
-                so that p's exponent s * f - m is one FMA per element."""
+                so that p's exponent s * f - m is one FMA per element. With a fixed reference
+                (capped_reference) m stays and the factor is None: nothing to rescale."""
                 s, f = (s, c) if cap is None else (jnp.tanh(s * c), cap * LOG2E)
                 if config.layout_by_tma:
                     plgpu.barrier_wait(lay_ready.at[slot])
@@ -246,11 +262,16 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                                               lax.broadcast_in_dim(k_pos_c, shape, [1]),
                                               lax.broadcast_in_dim(k_seg_c, shape, [1]), pad_id)
                     s = jnp.where(ok, s, -jnp.inf)
+                if fixed_m is not None:
+                    return m_i, None, jnp.exp2(s * f - fixed_m)
                 m_new = jnp.maximum(m_i, s.max(axis=1) * f)
                 m_use = jnp.where(m_new == -jnp.inf, 0.0, m_new) if masked else m_new
                 alpha = jnp.exp2(m_i - m_use)
                 p = jnp.exp2(s * f - lax.broadcast_in_dim(m_use, s.shape, [0]))
                 return m_new, alpha, p
+
+            def rescaled(l_i, alpha):
+                return l_i if alpha is None else l_i * alpha
 
             def early_layout(i, slot, masked: bool):
                 """A masked tile's layout by global loads, issued before its QK^T."""
@@ -278,8 +299,9 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                 s = qk(slot)
                 plgpu.barrier_arrive(k_free.at[slot])
                 m_new, alpha, p = online_softmax(slot, s, m_i, masked, k_layout)
-                acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
-                l_i = l_i * alpha + p.sum(axis=1)
+                if alpha is not None:
+                    acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
+                l_i = rescaled(l_i, alpha) + p.sum(axis=1)
                 p16 = p.astype(dtype)
                 acc, l_i, m_new, p16 = lax.optimization_barrier((acc, l_i, m_new, p16))
                 plgpu.barrier_arrive(schedule)
@@ -315,7 +337,7 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                     m_new, alpha, p = online_softmax(0, s, m_i, True, k_layout)
                     p16 = p.astype(dtype)
                     wait_next_key(0)
-                    return m_new, l_i * alpha + p.sum(axis=1), p16
+                    return m_new, rescaled(l_i, alpha) + p.sum(axis=1), p16
 
                 def nothing():
                     return m_i, l_i, plgpu.layout_cast(
@@ -338,7 +360,7 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                         s = qk(slot, pv_and_pass, wait_n=1)  # S lands, the PV may still run
                         plgpu.barrier_arrive(k_free.at[slot])
                         m_new, alpha, p = online_softmax(slot, s, m_i, masked, k_layout)
-                        l_i = l_i * alpha + p.sum(axis=1)
+                        l_i = rescaled(l_i, alpha) + p.sum(axis=1)
                         # the softmax is done here, before waiting for the PV, not after it; P
                         # becomes the PV's operand registers only once the previous PV has read
                         # its own (else ptxas serialises every wgmma)
@@ -346,7 +368,9 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                         plgpu.wgmma_wait(0)
                         p16 = p.astype(dtype)
                         plgpu.barrier_arrive(v_free.at[prev])
-                        o_ref[...] = o_ref[...] * lax.broadcast_in_dim(alpha, (block_q, h), [0])
+                        if alpha is not None:
+                            o_ref[...] = o_ref[...] * lax.broadcast_in_dim(alpha, (block_q, h),
+                                                                           [0])
                         wait_next_key(i)
                         return m_new, l_i, p16
 
