@@ -1,7 +1,11 @@
-"""What soft-capping costs the Mosaic kernels on 64k tokens in 8 documents (a Hopper GPU; forward,
-and forward+backward with deterministic=False), caps c given by --caps:
+"""What soft-capping costs on 64k tokens in 8 documents (a Hopper GPU), in one process: the
+forward (Mosaic), forward+backward by default (Triton backward) and with deterministic=False
+(Mosaic backward), for no cap and each cap in --caps, and each cap again with running row maxima
+(`+max`: the kernels' fixed reference, blockwise.capped_reference, switched off). Every
+configuration is compiled first; then --rounds rounds time them in turn, so that clocks and heat
+drift over all of them alike:
 
-    python tools/dev/spike_softcap.py [--repeats 10]
+    python tools/dev/spike_softcap.py [--caps 30,50] [--rounds 4] [--repeats 10]
 """
 
 from __future__ import annotations
@@ -9,6 +13,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from unittest import mock
+
+import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from measure import median_ms  # noqa: E402
@@ -18,34 +25,69 @@ from workloads import Workload, inputs  # noqa: E402
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--caps", default="30", help="comma-separated soft caps")
+    parser.add_argument("--doc-median", type=int, default=0,
+                        help="log-normal documents of this median length, shuffled ids "
+                             "(default: 8 documents)")
+    parser.add_argument("--seq-len", type=int, default=65536)
     args = parser.parse_args()
     import jax
     import jax.numpy as jnp
 
     import kvax
+    from kvax._src.attention import mosaic_fwd, triton_fwd
 
-    w = Workload(65536, num_segments=8, num_pad_tokens=2000)
+    n = args.seq_len
+    w = (Workload(n, num_pad_tokens=1000 * n // 65536, doc_median=args.doc_median,
+                  ids="shuffled") if args.doc_median
+         else Workload(n, num_segments=8, num_pad_tokens=2000 * n // 65536))
     q, k, v, pos, seg = inputs(w)
     q, k, v = (jnp.asarray(x, jnp.bfloat16) for x in (q, k, v))
     pos, seg = jnp.asarray(pos), jnp.asarray(seg)
     masks = kvax.ops.create_attention_mask(pos, seg, pos, seg, calc_bwd_mask=True)
-    base = {}
-    for cap in [None] + [float(c) for c in args.caps.split(",")]:
-        def attn(q, k, v, cap=cap):
-            return kvax.ops.flash_attention(q, k, v, pos, seg, pos, seg, mask=masks,
-                                            scale=w.head_dim ** -0.5, backend="mosaic",
-                                            logits_soft_cap=cap, deterministic=False)
 
-        fwd = jax.jit(attn)
-        fb = jax.jit(jax.grad(lambda q, k, v: jnp.sum(attn(q, k, v).astype(jnp.float32)),
-                              argnums=(0, 1, 2)))
-        times = (median_ms(lambda: fwd(q, k, v), args.repeats),
-                 median_ms(lambda: fb(q, k, v), args.repeats))
-        base = base or dict(zip(("fwd", "fb"), times))
-        name = "no cap" if cap is None else f"cap {cap:g}"
-        print(f"{name:12s} fwd {times[0]:7.2f} ms ({times[0] / base['fwd'] - 1:+.1%})   "
-              f"f+b {times[1]:7.2f} ms ({times[1] / base['fb'] - 1:+.1%})", flush=True)
+    def compiled(cap, deterministic, grad):
+        def attn(q, k, v):
+            return kvax.ops.flash_attention(q, k, v, pos, seg, pos, seg, mask=masks,
+                                            scale=w.head_dim ** -0.5, logits_soft_cap=cap,
+                                            deterministic=deterministic)
+
+        fn = attn if not grad else jax.grad(
+            lambda q, k, v: jnp.sum(attn(q, k, v).astype(jnp.float32)), argnums=(0, 1, 2))
+        return jax.jit(fn).lower(q, k, v).compile()
+
+    configs = [("no cap", None, False)]
+    for cap in (float(c) for c in args.caps.split(",")):
+        configs += [(f"cap {cap:g}", cap, False), (f"cap {cap:g} +max", cap, True)]
+    runs = {}
+    for name, cap, running_max in configs:
+        no_reference = (lambda *a: None) if running_max else None
+        with mock.patch.object(mosaic_fwd, "capped_reference", no_reference or
+                               mosaic_fwd.capped_reference), \
+             mock.patch.object(triton_fwd, "capped_reference", no_reference or
+                               triton_fwd.capped_reference):
+            jax.clear_caches()  # each configuration traced afresh under its own switch
+            runs[name] = {"fwd": compiled(cap, True, False), "f+b": compiled(cap, True, True),
+                          "f+b nondet": compiled(cap, False, True)}
+        print(f"compiled {name}", flush=True)
+
+    times = {name: {kind: [] for kind in fns} for name, fns in runs.items()}
+    for r in range(args.rounds):
+        for name, fns in runs.items():
+            for kind, fn in fns.items():
+                times[name][kind].append(median_ms(lambda: fn(q, k, v), args.repeats))
+        print(f"round {r + 1}: " + "  ".join(
+            f"{name} {' / '.join(f'{t[-1]:.2f}' for t in times[name].values())}"
+            for name in runs), flush=True)
+
+    base = {kind: np.median(t) for kind, t in times["no cap"].items()}
+    print(f"\nmedian of {args.rounds} rounds (ms, cost against no cap): "
+          + " | ".join(base))
+    for name in runs:
+        print(f"{name:14s} " + " | ".join(
+            f"{np.median(t):7.2f} ({np.median(t) / base[kind] - 1:+.1%})"
+            for kind, t in times[name].items()), flush=True)
 
 
 if __name__ == "__main__":

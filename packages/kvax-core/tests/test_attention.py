@@ -354,6 +354,23 @@ def test_variants_match_reference(variant, case, backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype,cap", [("bfloat16", 30.0), ("bfloat16", 70.0), ("float32", 50.0),
+                                       ("float16", 30.0)])
+def test_large_caps_with_saturated_logits(dtype, cap, backend):
+    """Scores at 40 times the scale, of either sign, put most logits near +-c. Caps up to 55
+    give the bfloat16 and float32 Triton forward a fixed softmax reference
+    (blockwise.capped_reference); float16 and a cap of 70 keep running row maxima."""
+    seed = int(np.random.SeedSequence().entropy % 2**31)
+    batch = Case(257, dtype=dtype).packed(seed)
+    for sign in (40.0, -40.0):
+        scale = sign * batch.query.shape[-1] ** -0.5
+        report = check_attention(attention_fn(SMALL, backend=backend, scale=scale,
+                                              logits_soft_cap=cap), batch, scale=scale,
+                                 seed=seed, logits_fn=soft_cap(cap))
+        assert report.ok, f"seed={seed} sign={sign}\n{report}"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_logsumexp_merges_split_keys(backend):
     """The residual convention makes partial results composable (split-KV decoding, ring
     attention): attention over keys [K1; K2] equals the two partial outputs weighted by

@@ -7,7 +7,10 @@ triton = pytest.importorskip("triton")
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
+import jax.numpy as jnp  # noqa: E402
+
 from kvax._src.attention import triton_bwd, triton_common as tc, triton_fwd  # noqa: E402
+from kvax._src.attention.blockwise import capped_reference  # noqa: E402
 from kvax.utils import default_params  # noqa: E402
 
 H100_SHARED_BYTES = 232448
@@ -51,7 +54,7 @@ def launch_constants(kind, dtype, h, hv, params):
                                 params.num_stages, forward=True, device_kind=kind_name)
         consts.update(BLOCK_M=tiles["BLOCK_M_TILE"], BLOCK_N=tiles["BLOCK_N_TILE"],
                       ROW_RATIO=tiles["ROW_RATIO"], COL_RATIO=tiles["COL_RATIO"], TMA=False,
-                      HAS_SINKS=False)
+                      HAS_SINKS=False, FIXED_M=None)
         return consts, tiles["num_stages"]
     kv = tc.choose_tiles(dtype, h, hv, params.kv_block_size, params.query_block_size,
                          params.num_stages)
@@ -176,6 +179,8 @@ def test_variant_kernels_compile(kind):
     consts, stages = launch_constants(kind, "bfloat16", 128, 128, params)
     consts.update(tc.common_constants("bfloat16", 128, 128, False,
                                       make_variant(False, (64, 16)), logits_soft_cap=30.0))
+    if kind == "fwd":  # as the launcher passes it: the capped bfloat16 softmax's fixed reference
+        consts.update(FIXED_M=capped_reference(30.0, jnp.bfloat16))
     compiled = compile_for_hopper(KERNELS[kind], "bfloat16", consts, params.num_warps, stages)
     assert "tanh.approx.f32" in compiled.asm["ptx"]  # no tanh without a cap (0 of ~150k chars)
     assert compiled.metadata.shared <= H100_SHARED_BYTES

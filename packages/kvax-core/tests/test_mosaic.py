@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from kvax._src.attention import backends, mosaic_bwd, mosaic_fwd
+from kvax._src.attention.blockwise import capped_reference
 from kvax._src.attention.mask import build_masks
 from kvax._src.attention.variant import MaskVariant
 from kvax._src.attention.vjp import Options
@@ -87,13 +88,14 @@ def test_capped_reference_keeps_every_weight_normal():
     bfloat16) numbers; float16, uncapped calls and caps past 55 keep running row maxima."""
     tiny, big = np.finfo(np.float32).tiny, np.finfo(np.float32).max
     for cap in [0.1, 5.0, 30.0, 50.0, 55.0]:
-        m = mosaic_fwd.capped_reference(cap, jnp.bfloat16)
+        m = capped_reference(cap, jnp.bfloat16)
         f = cap * mosaic_fwd.LOG2E
         assert 2.0 ** (-f - m) * 2.0 ** -22 >= tiny
         assert 2.0 ** (f - m) * 2.0 ** 24 * 2.0 ** 40 < big
-    assert mosaic_fwd.capped_reference(56.0, jnp.bfloat16) is None
-    assert mosaic_fwd.capped_reference(30.0, jnp.float16) is None
-    assert mosaic_fwd.capped_reference(None, jnp.bfloat16) is None
+    assert capped_reference(56.0, jnp.bfloat16) is None
+    assert capped_reference(30.0, jnp.float16) is None
+    assert capped_reference(30.0, jnp.float32) == 24.0  # the Triton forward's float32 P
+    assert capped_reference(None, jnp.bfloat16) is None
 
 
 def test_tiles_follow_the_head_dim_and_the_mask():
@@ -362,7 +364,7 @@ def test_scale_of_any_sign_matches_reference(variant, sign):
 @pytest.mark.parametrize("cap", [30.0, 50.0, 70.0])
 @pytest.mark.parametrize("sign", [40.0, -40.0])
 def test_large_caps_with_saturated_logits_match_reference(cap, sign):
-    """bfloat16 caps up to 55 take a fixed softmax reference (mosaic_fwd.capped_reference), 70
+    """bfloat16 caps up to 55 take a fixed softmax reference (blockwise.capped_reference), 70
     running row maxima: scores at 40 times the scale put most logits near +-c."""
     _assert_matches(CASES[0], dict(logits_soft_cap=cap), scale_sign=sign)
 

@@ -10,6 +10,8 @@ Hv value head dim, R row blocks, C column blocks.
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 
@@ -19,6 +21,7 @@ from kvax._src.attention.variant import MaskVariant
 
 _HI = jax.lax.Precision.HIGHEST
 _F32 = jnp.float32
+LOG2E = math.log2(math.e)
 
 
 def _blocks(x: jax.Array, block: int, fill=0) -> jax.Array:
@@ -85,6 +88,20 @@ def _soft_cap(s, cap):
 def _soft_cap_grad(ds, s_capped, cap):
     """ds times the cap's derivative, 1 - tanh^2, read off the capped logits."""
     return ds if cap is None else ds * (1.0 - jnp.square(s_capped / cap))
+
+
+def capped_reference(logits_soft_cap: float | None, dtype) -> float | None:
+    """The kernels' fixed row reference m (log2 units) for soft-capped logits whose weights P
+    are kept in dtype, or None where the softmax needs running row maxima. Capped logits lie in
+    [-f, f], f = c * log2(e), so p = exp2(logit - m) with m = min(f, 24) stays in [2^-(f + m),
+    2^(f - m)] for any scores: for f <= 80 (c <= 55) every p, its bfloat16 or float32 copy, the
+    row sums (< 2^80 up to 2^24 keys) and products p * v with 2^-22 <= |v| <= 2^40 are normal
+    float32 numbers, so the softmax skips the row maximum's reduction and the output's
+    rescaling. float16's P (down to 2^-24) needs the maxima."""
+    if logits_soft_cap is None or jnp.dtype(dtype) not in (jnp.bfloat16, jnp.float32):
+        return None
+    f = logits_soft_cap * LOG2E
+    return min(f, 24.0) if f <= 80.0 else None
 
 
 def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *,

@@ -35,6 +35,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from kvax._src.attention.blockwise import capped_reference
 from kvax._src.attention.mask import AttentionMask
 from kvax._src.attention.variant import MaskVariant
 
@@ -118,19 +119,6 @@ def logit_factor(scale, logits_soft_cap: float | None):
     units), or with a soft cap c, scale / c (the kernels then take tanh(.) * c * LOG2E)."""
     return jnp.asarray(scale, jnp.float32) * (LOG2E if logits_soft_cap is None
                                               else 1.0 / logits_soft_cap)
-
-
-def capped_reference(logits_soft_cap: float | None, dtype) -> float | None:
-    """The fixed row reference m (log2 units) of a soft-capped bfloat16 forward, or None where
-    it needs running row maxima. Capped logits lie in [-f, f], f = c * log2(e), so p = exp2(logit
-    - m) with m = min(f, 24) stays in [2^-(f + m), 2^(f - m)] for any scores: for f <= 80 (c <=
-    55) every p, its bfloat16 copy, the row sums (< 2^80 up to 2^24 keys) and products p * v
-    with 2^-22 <= |v| <= 2^40 are normal float32 numbers, so the softmax skips the row maximum's
-    reduction and the output's rescaling. float16's P (down to 2^-24) needs the maxima."""
-    if logits_soft_cap is None or jnp.dtype(dtype) != jnp.bfloat16:
-        return None
-    f = logits_soft_cap * LOG2E
-    return min(f, 24.0) if f <= 80.0 else None
 
 
 def block_bounds(bounds_ref, batch, row, col_ratio: int, num_tiles: int):

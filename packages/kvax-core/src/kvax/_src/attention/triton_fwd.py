@@ -9,6 +9,7 @@ import triton
 import triton.language as tl
 
 from kvax._src.attention import triton_common as tc
+from kvax._src.attention.blockwise import capped_reference
 from kvax._src.attention.mask import AttentionMask
 from kvax._src.config import current_device_kind
 
@@ -19,9 +20,11 @@ def _fwd_visit(acc, m_i, l_i, q, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_pt
                k_desc, v_desc, b, kvh,
                H: tl.constexpr, HV: tl.constexpr, EVEN_H: tl.constexpr, EVEN_HV: tl.constexpr,
                BLOCK_N: tl.constexpr, MASKED: tl.constexpr, SEQUENTIAL: tl.constexpr,
-               PAD_ID: tl.constexpr, VARIANT: tl.constexpr, IEEE: tl.constexpr, TMA: tl.constexpr):
+               PAD_ID: tl.constexpr, VARIANT: tl.constexpr, IEEE: tl.constexpr, TMA: tl.constexpr,
+               FIXED_M: tl.constexpr):
     """Visit key tiles (tc.masked_tile's order); m_i is in scaled log2 units, s in score units
-    (tc.scores: with a cap, t = tanh of the logit over the cap; tc.to_log2 converts).
+    (tc.scores: with a cap, t = tanh of the logit over the cap; tc.to_log2 converts). FIXED_M
+    (capped logits, blockwise.capped_reference): m_i stays there, no row maxima, no rescaling.
     Measured on an H100 and dropped (tools/dev/tune.py): the scale folded into exp2's argument
     (no change), rescaling the accumulator only when a row maximum grew by more than 2^8 (3-7%
     slower), tl.range(warp_specialize=True) with pointer loads (no change). With TMA loads
@@ -48,28 +51,34 @@ def _fwd_visit(acc, m_i, l_i, q, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_pt
                                                         SEQUENTIAL, PAD_ID)
             allowed = tc.element_mask(q_pos, q_seg, k_pos, k_seg, PAD_ID, VARIANT)
             s = tl.where(allowed, s, float("-inf"))
-            m_new = tl.maximum(m_i, tc.to_log2(tl.max(s, 1), VARIANT))
-            m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
+            if FIXED_M is None:
+                m_new = tl.maximum(m_i, tc.to_log2(tl.max(s, 1), VARIANT))
+                m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
             if TMA:  # padding rows may hold NaN or Inf: zero them, as the masked load does
                 v = v_desc.load([b, kv_start.to(tl.int32), kvh * HV]).reshape(BLOCK_N, HV)
                 v = tl.where(kv_live[:, None], v, 0.0)
             else:
                 v = tl.load(v_ptrs, mask=kv_live[:, None] & (offs_hv[None, :] < HV), other=0.0)
         else:
-            m_new = tl.maximum(m_i, tc.to_log2(tl.max(s, 1), VARIANT))
-            m_use = m_new
+            if FIXED_M is None:
+                m_new = tl.maximum(m_i, tc.to_log2(tl.max(s, 1), VARIANT))
+                m_use = m_new
             if TMA:
                 v = v_desc.load([b, kv_start.to(tl.int32), kvh * HV]).reshape(BLOCK_N, HV)
             elif EVEN_HV:
                 v = tl.load(v_ptrs)  # [BLOCK_N, BLOCK_HV]
             else:
                 v = tl.load(v_ptrs, mask=offs_hv[None, :] < HV, other=0.0)
-        p = tl.math.exp2(tc.to_log2(s, VARIANT) - m_use[:, None])
-        alpha = tl.math.exp2(m_i - m_use)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None]
+        if FIXED_M is None:
+            p = tl.math.exp2(tc.to_log2(s, VARIANT) - m_use[:, None])
+            alpha = tl.math.exp2(m_i - m_use)
+            l_i = l_i * alpha + tl.sum(p, 1)
+            acc = acc * alpha[:, None]
+            m_i = m_new
+        else:
+            p = tl.math.exp2(tc.to_log2(s, VARIANT) - FIXED_M)
+            l_i = l_i + tl.sum(p, 1)
         acc = tc.mma(p.to(v.dtype), v, acc, IEEE)
-        m_i = m_new
     return acc, m_i, l_i
 
 
@@ -83,6 +92,7 @@ def _fwd_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ROW_RATIO: tl.constexpr,
     COL_RATIO: tl.constexpr, SEQUENTIAL: tl.constexpr, PAD_ID: tl.constexpr, VARIANT: tl.constexpr,
     IEEE: tl.constexpr, LOG2E: tl.constexpr, TMA: tl.constexpr, HAS_SINKS: tl.constexpr,
+    FIXED_M: tl.constexpr,
 ):
     # Strides from the static shapes, so Triton knows their divisibility and vectorises the loads
     # (jax-triton passes integer scalars without divisibility hints).
@@ -128,17 +138,21 @@ def _fwd_kernel(
         k_desc = K
         v_desc = V
     acc = tl.zeros([BLOCK_M, BLOCK_HV], dtype=tl.float32)
-    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    if FIXED_M is None:
+        m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    else:
+        m_i = tl.full([BLOCK_M], FIXED_M, dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc, m_i, l_i = _fwd_visit(acc, m_i, l_i, q, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_ptr,
                                lo, lf + hi - uf, lf, uf, S, stride_kt, stride_vt, qk_scale, offs_h,
                                offs_hv, offs_n, k_desc, v_desc, b.to(tl.int32), kvh, H, HV,
                                EVEN_H, EVEN_HV, BLOCK_N, True, SEQUENTIAL, PAD_ID, VARIANT, IEEE,
-                               TMA)
+                               TMA, FIXED_M)
     acc, m_i, l_i = _fwd_visit(acc, m_i, l_i, q, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_ptr,
                                lf, uf, lf, uf, S, stride_kt, stride_vt, qk_scale, offs_h, offs_hv,
                                offs_n, k_desc, v_desc, b.to(tl.int32), kvh, H, HV, EVEN_H,
-                               EVEN_HV, BLOCK_N, False, SEQUENTIAL, PAD_ID, VARIANT, IEEE, TMA)
+                               EVEN_HV, BLOCK_N, False, SEQUENTIAL, PAD_ID, VARIANT, IEEE, TMA,
+                               FIXED_M)
 
     live = l_i > 0.0
     if HAS_SINKS:  # head n's sink logit joins the denominator (rows that attended nothing: no)
@@ -183,6 +197,7 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
         N=n, G=n // num_kv, BLOCK_M=tiles["BLOCK_M_TILE"], BLOCK_N=tiles["BLOCK_N_TILE"],
         ROW_RATIO=tiles["ROW_RATIO"], COL_RATIO=tiles["COL_RATIO"],
         TMA=bool(tma), HAS_SINKS=sinks is not None,
+        FIXED_M=capped_reference(logits_soft_cap, v.dtype),
         **tc.common_constants(q.dtype, h, hv, sequential, mask.variant, logits_soft_cap),
     )
     return out, lse
