@@ -50,9 +50,10 @@ def _dkdv_visit(dk, dv, k, v, k_pos, k_seg, q_base, do_base, qpos_ptr, qseg_ptr,
             # [BLOCK_N, BLOCK_M]
             allowed_t = tc.element_mask_t(k_pos, k_seg, q_pos, q_seg, PAD_ID, VARIANT)
             p_t = tl.where(allowed_t, p_t, 0.0)
+        pw_t = tc.cap_weight(p_t, s_t, VARIANT)
         dv = tc.mma(p_t.to(do.dtype), do, dv, IEEE)
         dp_t = tc.mma(v, tl.trans(do), None, IEEE)  # [BLOCK_N, BLOCK_M]
-        ds_t = tc.score_grad(p_t * (dp_t - delta[None, :]), s_t, VARIANT)
+        ds_t = pw_t * (dp_t - delta[None, :])
         dk = tc.mma(ds_t.to(q.dtype), q, dk, IEEE)
     return dk, dv
 
@@ -147,8 +148,9 @@ def _dq_visit(dq, q, do, lse, delta, q_pos, q_seg, k_base, v_base, kpos_ptr, kse
         p = tl.math.exp2(tc.to_log2(s, VARIANT) - lse[:, None])
         if MASKED:
             p = tl.where(tc.element_mask(q_pos, q_seg, k_pos, k_seg, PAD_ID, VARIANT), p, 0.0)
+        pw = tc.cap_weight(p, s, VARIANT)
         dp = tc.mma(do, tl.trans(v), None, IEEE)  # [BLOCK_M, BLOCK_N]
-        ds = tc.score_grad(p * (dp - delta[:, None]), s, VARIANT)
+        ds = pw * (dp - delta[:, None])
         dq = tc.mma(ds.to(k.dtype), k, dq, IEEE)
     return dq
 
