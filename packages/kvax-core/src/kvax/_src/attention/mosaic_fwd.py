@@ -9,7 +9,8 @@ document/causal/window rule to the tile's segment ids and positions, read from g
 the accumulator's column layout before the tile's QK^T is issued (the loads fly during it).
 Consumers get most registers, the producer few. The softmax takes its row maxima on the raw
 products (or their tanh, soft-capped), so each exponent is one FMA; a negative scale flips the
-consumer's Q tile once instead. `MosaicConfig(overlap=True)` (not the default: on an H100 level
+consumer's Q tile once instead. Soft-capped bfloat16 logits need no maxima: a fixed reference
+(blockwise.capped_reference) leaves nothing to rescale. `MosaicConfig(overlap=True)` (not the default: on an H100 level
 with it on 8 documents and one causal document, 3% slower on log-normal ones) issues each tile's
 QK^T together with the previous tile's PV and runs the tile's softmax while that PV is in
 flight, FA3's order inside a warpgroup; there the consumers pass a turn to issue their products
