@@ -37,6 +37,7 @@ def main():
 
     import kvax
     from kvax._src.attention import mosaic_fwd, triton_fwd
+    from kvax._src.attention.blockwise import capped_reference
 
     n = args.seq_len
     w = (Workload(n, num_pad_tokens=1000 * n // 65536, doc_median=args.doc_median,
@@ -62,11 +63,9 @@ def main():
         configs += [(f"cap {cap:g}", cap, False), (f"cap {cap:g} +max", cap, True)]
     runs = {}
     for name, cap, running_max in configs:
-        no_reference = (lambda *a: None) if running_max else None
-        with mock.patch.object(mosaic_fwd, "capped_reference", no_reference or
-                               mosaic_fwd.capped_reference), \
-             mock.patch.object(triton_fwd, "capped_reference", no_reference or
-                               triton_fwd.capped_reference):
+        reference = (lambda *_: None) if running_max else capped_reference
+        with mock.patch.object(mosaic_fwd, "capped_reference", reference), \
+             mock.patch.object(triton_fwd, "capped_reference", reference):
             jax.clear_caches()  # each configuration traced afresh under its own switch
             runs[name] = {"fwd": compiled(cap, True, False), "f+b": compiled(cap, True, True),
                           "f+b nondet": compiled(cap, False, True)}

@@ -10,11 +10,12 @@ the accumulator's column layout before the tile's QK^T is issued (the loads fly 
 Consumers get most registers, the producer few. The softmax takes its row maxima on the raw
 products (or their tanh, soft-capped), so each exponent is one FMA; a negative scale flips the
 consumer's Q tile once instead. Soft-capped bfloat16 logits need no maxima: a fixed reference
-(blockwise.capped_reference) leaves nothing to rescale. `MosaicConfig(overlap=True)` (not the default: on an H100 level
-with it on 8 documents and one causal document, 3% slower on log-normal ones) issues each tile's
-QK^T together with the previous tile's PV and runs the tile's softmax while that PV is in
-flight, FA3's order inside a warpgroup; there the consumers pass a turn to issue their products
-(one barrier each) instead of meeting twice a step, so their softmaxes may overlap.
+(blockwise.capped_reference) leaves nothing to rescale. `MosaicConfig(overlap=True)` (not the
+default: on an H100 level with it on 8 documents and one causal document, 3% slower on
+log-normal ones) issues each tile's QK^T together with the previous tile's PV and runs the
+tile's softmax while that PV is in flight, FA3's order inside a warpgroup; there the consumers
+pass a turn to issue their products (one barrier each) instead of meeting twice a step, so their
+softmaxes may overlap.
 
 Q, K and V are not copied to whole tiles: a tile past the end of the tokens comes in by TMA as
 zeros and the output tile's rows past the end are not stored (TMA skips out-of-bounds rows); only
