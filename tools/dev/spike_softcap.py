@@ -1,16 +1,18 @@
 """What soft-capping costs on 64k tokens in 8 documents (a Hopper GPU), in one process: the
 forward (Mosaic), forward+backward by default (Triton backward) and with deterministic=False
 (Mosaic backward), for no cap and each cap in --caps, and each cap again with running row maxima
-(`+max`: the kernels' fixed reference, blockwise.capped_reference, switched off). Every
+(`+max`: the kernels' fixed reference, blockwise.capped_reference, switched off), and with
+--overlap each of them again with the Mosaic forward's MosaicConfig(overlap=True) (`ovl`). Every
 configuration is compiled first; then --rounds rounds time them in turn, so that clocks and heat
 drift over all of them alike:
 
-    python tools/dev/spike_softcap.py [--caps 30,50] [--rounds 4] [--repeats 10]
+    python tools/dev/spike_softcap.py [--caps 30,50] [--rounds 4] [--repeats 10] [--overlap]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from unittest import mock
@@ -31,6 +33,8 @@ def main():
                         help="log-normal documents of this median length, shuffled ids "
                              "(default: 8 documents)")
     parser.add_argument("--seq-len", type=int, default=65536)
+    parser.add_argument("--overlap", action="store_true",
+                        help="also time each configuration with MosaicConfig(overlap=True)")
     args = parser.parse_args()
     import jax
     import jax.numpy as jnp
@@ -58,14 +62,21 @@ def main():
             lambda q, k, v: jnp.sum(attn(q, k, v).astype(jnp.float32)), argnums=(0, 1, 2))
         return jax.jit(fn).lower(q, k, v).compile()
 
-    configs = [("no cap", None, False)]
+    configs = [("no cap", None, False, False)]
     for cap in (float(c) for c in args.caps.split(",")):
-        configs += [(f"cap {cap:g}", cap, False), (f"cap {cap:g} +max", cap, True)]
+        configs += [(f"cap {cap:g}", cap, False, False), (f"cap {cap:g} +max", cap, True, False)]
+    if args.overlap:
+        configs += [(f"{name} ovl", cap, running_max, True)
+                    for name, cap, running_max, _ in configs]
+    choose = mosaic_fwd.choose_config
     runs = {}
-    for name, cap, running_max in configs:
+    for name, cap, running_max, overlap in configs:
         reference = (lambda *_: None) if running_max else capped_reference
+        config = ((lambda mask, h: dataclasses.replace(choose(mask, h), overlap=True))
+                  if overlap else choose)
         with mock.patch.object(mosaic_fwd, "capped_reference", reference), \
-             mock.patch.object(triton_fwd, "capped_reference", reference):
+             mock.patch.object(triton_fwd, "capped_reference", reference), \
+             mock.patch.object(mosaic_fwd, "choose_config", config):
             jax.clear_caches()  # each configuration traced afresh under its own switch
             runs[name] = {"fwd": compiled(cap, True, False), "f+b": compiled(cap, True, True),
                           "f+b nondet": compiled(cap, False, True)}
