@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from kvax_core_cases import BACKENDS, SMALL
 
+from kvax._src.attention import blockwise
 from kvax.ops import create_attention_mask, flash_attention
 from kvax_testing import (check_attention, mask_terms, packed_batch, reference_attention,
                           soft_cap)
@@ -351,6 +352,22 @@ def test_variants_match_reference(variant, case, backend):
                              logits_fn=None if cap is None else soft_cap(cap), sinks=sinks,
                              residual=variant.get("return_residual", False))
     assert report.ok, f"seed={seed}\n{report}"
+
+
+def test_capped_reference_keeps_every_weight_normal():
+    """With the fixed reference every weight p = exp2(logit - m), logits in [-f, f], its row sum
+    over 2^24 keys and its products with values 2^-22 <= |v| <= 2^40 are normal float32 (and
+    bfloat16) numbers; float16, uncapped calls and caps past 55 keep running row maxima."""
+    tiny, big = np.finfo(np.float32).tiny, np.finfo(np.float32).max
+    for cap in [0.1, 5.0, 30.0, 50.0, 55.0]:
+        m = blockwise.capped_reference(cap, jnp.bfloat16)
+        f = cap * blockwise.LOG2E
+        assert 2.0 ** (-f - m) * 2.0 ** -22 >= tiny
+        assert 2.0 ** (f - m) * 2.0 ** 24 * 2.0 ** 40 < big
+    assert blockwise.capped_reference(56.0, jnp.bfloat16) is None
+    assert blockwise.capped_reference(30.0, jnp.float16) is None
+    assert blockwise.capped_reference(30.0, jnp.float32) == 24.0  # the Triton forward's float32 P
+    assert blockwise.capped_reference(None, jnp.bfloat16) is None
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
