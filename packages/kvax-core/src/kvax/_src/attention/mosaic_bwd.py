@@ -38,9 +38,10 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from kvax._src.attention.blockwise import LOG2E
 from kvax._src.attention.mask import AttentionMask
-from kvax._src.attention.mosaic_fwd import (LOG2E, block_bounds, for_tma, load_layout,
-                                             logit_factor, mask_bounds, round_up, tiled_layout)
+from kvax._src.attention.mosaic_fwd import (block_bounds, for_tma, load_layout, logit_factor,
+                                             mask_bounds, round_up, tiled_layout)
 from kvax._src.attention.variant import MaskVariant
 
 HEAD_DIMS = (64, 128)  # dK and dV of 64 keys x 256 do not fit one warpgroup's registers

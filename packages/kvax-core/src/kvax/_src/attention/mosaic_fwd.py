@@ -31,17 +31,15 @@ nothing to attend.
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import jax
 import jax.numpy as jnp
 from jax import lax
 
-from kvax._src.attention.blockwise import capped_reference
+from kvax._src.attention.blockwise import LOG2E, capped_reference
 from kvax._src.attention.mask import AttentionMask
 from kvax._src.attention.variant import MaskVariant
 
-LOG2E = math.log2(math.e)
 TMA_ROWS = 8  # token lengths the tiled TMA copies take without a padded copy are multiples of this
 
 
@@ -260,8 +258,9 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                 p = jnp.exp2(s * f - lax.broadcast_in_dim(m_use, s.shape, [0]))
                 return m_new, alpha, p
 
-            def rescaled(l_i, alpha):
-                return l_i if alpha is None else l_i * alpha
+            def row_sums(l_i, alpha, p):
+                """l_i rescaled by alpha (None: nothing to rescale) plus the tile's row sums."""
+                return (l_i if alpha is None else l_i * alpha) + p.sum(axis=1)
 
             def early_layout(i, slot, masked: bool):
                 """A masked tile's layout by global loads, issued before its QK^T."""
@@ -291,7 +290,7 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                 m_new, alpha, p = online_softmax(slot, s, m_i, masked, k_layout)
                 if alpha is not None:
                     acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
-                l_i = rescaled(l_i, alpha) + p.sum(axis=1)
+                l_i = row_sums(l_i, alpha, p)
                 p16 = p.astype(dtype)
                 acc, l_i, m_new, p16 = lax.optimization_barrier((acc, l_i, m_new, p16))
                 plgpu.barrier_arrive(schedule)
@@ -327,7 +326,7 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                     m_new, alpha, p = online_softmax(0, s, m_i, True, k_layout)
                     p16 = p.astype(dtype)
                     wait_next_key(0)
-                    return m_new, rescaled(l_i, alpha) + p.sum(axis=1), p16
+                    return m_new, row_sums(l_i, alpha, p), p16
 
                 def nothing():
                     return m_i, l_i, plgpu.layout_cast(
@@ -350,7 +349,7 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                         s = qk(slot, pv_and_pass, wait_n=1)  # S lands, the PV may still run
                         plgpu.barrier_arrive(k_free.at[slot])
                         m_new, alpha, p = online_softmax(slot, s, m_i, masked, k_layout)
-                        l_i = rescaled(l_i, alpha) + p.sum(axis=1)
+                        l_i = row_sums(l_i, alpha, p)
                         # the softmax is done here, before waiting for the PV, not after it; P
                         # becomes the PV's operand registers only once the previous PV has read
                         # its own (else ptxas serialises every wgmma)

@@ -20,10 +20,9 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
+from kvax._src.attention.blockwise import LOG2E
 from kvax._src.attention.variant import MaskVariant
 from kvax._src.config import PADDING_SEGMENT_ID, is_hopper, shared_memory_bytes
-
-LOG2E = 1.4426950408889634
 
 
 @triton.jit
