@@ -56,6 +56,11 @@ def parse_args(argv=None):
     p.add_argument("--peers", default=",".join(PEERS),
                    help="comma-separated subset of " + ",".join(PEERS) + " (tools/peers.py)")
     p.add_argument("--repeats", type=int, default=10)
+    p.add_argument("--rounds", type=int, default=1,
+                   help="time ours and the in-process peers (FA3, cuDNN) this many times in "
+                        "turn at each length, after each was measured once; rows read the "
+                        "median of their rounds and keep them all (the GPU's clocks drift "
+                        "between timings; turns spread that over every implementation alike)")
     p.add_argument("--peer-timeout", type=float, default=300,
                    help="seconds a peer's own process (FlexAttention, kvax 0.1.0) may take for one "
                         "length, compilation included, before it is killed and reported as skipped")
@@ -122,6 +127,30 @@ class Row:
     wall_s: float | None = None  # this implementation's whole turn, compiles included
     skipped: str | None = None
     detail: str | None = None
+    rounds: dict | None = None  # {"fwd": [ms, ...], "fwdbwd": [...]} with --rounds
+
+
+def set_rates(row: Row, w: Workload):
+    """The row's TF/s of useful work from its times."""
+    if row.fwd_ms:
+        row.fwd_tflops = w.flops(False) / row.fwd_ms / 1e9
+    if row.fwdbwd_ms:
+        row.fwdbwd_tflops = w.flops(True) / row.fwdbwd_ms / 1e9
+
+
+def more_rounds(timed, rounds: int, repeats: int):
+    """Times each (row, timers) rounds - 1 more times, all of them in turn in each round (the
+    first measurement is round 1); each row then reads the median of its rounds and keeps them in
+    row.rounds. timers: {"fwd" or "fwdbwd": a function that runs it once}."""
+    for row, timers in timed:
+        row.rounds = {kind: [getattr(row, f"{kind}_ms")] for kind in timers}
+    for _ in range(rounds - 1):
+        for row, timers in timed:
+            for kind, fn in timers.items():
+                row.rounds[kind].append(median_ms(fn, repeats))
+    for row, _ in timed:
+        for kind, values in row.rounds.items():
+            setattr(row, f"{kind}_ms", float(np.median(values)))
 
 
 def bench_ours(w: Workload, args, spec: str = "auto"):
@@ -178,7 +207,10 @@ def bench_ours(w: Workload, args, spec: str = "auto"):
     visited = sum(int(np.count_nonzero(masks[0].block_classes(b))) for b in range(w.batch))
     block_flops = (4.0 * w.num_heads * w.head_dim * visited * masks[0].row_block
                    * masks[0].col_block)
-    return row, sampled, masks, block_flops
+    timers = {"fwd": lambda: fwd(q, k, v, masks)}
+    if args.mode.endswith("bwd"):
+        timers["fwdbwd"] = lambda: fwdbwd(q, k, v, masks, dout)
+    return row, sampled, masks, block_flops, timers
 
 
 def bench_jax_peer(peer, w: Workload, args):
@@ -198,9 +230,9 @@ def bench_jax_peer(peer, w: Workload, args):
         pos, seg = jnp.asarray(pos), jnp.asarray(seg)
         extra = make(pos, seg)
         mask_ms = median_ms(lambda: make(pos, seg), args.repeats)
-    row, out = _bench_jax_fn(peer.label, fn.attn, w, args, q, k, v, extra)
+    row, out, timers = _bench_jax_fn(peer.label, fn.attn, w, args, q, k, v, extra)
     row.mask_ms = mask_ms
-    return row, out
+    return row, out, timers
 
 
 def _bench_jax_fn(name, attn, w, args, q, k, v, extra):
@@ -217,13 +249,15 @@ def _bench_jax_fn(name, attn, w, args, q, k, v, extra):
 
     out = fwd(q, k, v, extra)
     row = Row(name, w.seq_len)
-    row.fwd_ms = median_ms(lambda: fwd(q, k, v, extra), args.repeats)
+    timers = {"fwd": lambda: fwd(q, k, v, extra)}
+    row.fwd_ms = median_ms(timers["fwd"], args.repeats)
     if args.mode.endswith("bwd"):
         dout = jnp.asarray(np.random.default_rng(3).standard_normal(out.shape), out.dtype)
-        row.fwdbwd_ms = median_ms(lambda: fwdbwd(q, k, v, extra, dout), args.repeats)
+        timers["fwdbwd"] = lambda: fwdbwd(q, k, v, extra, dout)
+        row.fwdbwd_ms = median_ms(timers["fwdbwd"], args.repeats)
         row.peak_gib = memory_gib(fwdbwd, q, k, v, extra, dout)
     rows = sample_rows(w)
-    return row, np.asarray(out[rows[:, 0], rows[:, 1]], np.float32)
+    return row, np.asarray(out[rows[:, 0], rows[:, 1]], np.float32), timers
 
 
 def run_peer_process(which, w: Workload, once=False, timeout=300.0) -> dict:
@@ -261,7 +295,7 @@ def bench_subprocess(which, name, w: Workload, args):
               peak_gib=res["peak_bytes"] / 2**30 if res.get("peak_bytes") else None)
     if res.get("mask_peak_bytes"):
         row.detail = f"peak memory while making the mask: {res['mask_peak_bytes'] / 2**30:.2f} GiB"
-    return row, np.asarray(res["out"], np.float32)
+    return row, np.asarray(res["out"], np.float32), None  # timed once, in its own process
 
 
 def bench_peer(key, w: Workload, args):
@@ -277,47 +311,55 @@ def bench_peer(key, w: Workload, args):
 def run_gpu(args, save):
     """Every length: ours, then each peer on the same inputs. After each implementation its
     result is saved (the length's entry rewritten) and a line printed, so that a run cut short
-    keeps what it measured; the table follows each length."""
+    keeps what it measured; with --rounds, then the in-process ones in turns (saved again); the
+    table follows each length."""
     peers = [p for p in args.peers.split(",") if p]
     for seq_len in args.seq_lens or [16384, 65536]:
         w = for_args(args, seq_len)
-        entries = []
+        entries, timed = [], []
 
-        def record(row, start):
-            row.wall_s = time.perf_counter() - start
-            if row.fwd_ms:
-                row.fwd_tflops = w.flops(False) / row.fwd_ms / 1e9
-            if row.fwdbwd_ms:
-                row.fwdbwd_tflops = w.flops(True) / row.fwdbwd_ms / 1e9
-            entries.append(row)
+        def save_entries():
             save(dict(workload=dataclasses.asdict(w), name=w.name,
                       allowed_pairs=w.allowed_pairs(), useful_fwd_flops=w.flops(False),
                       block_visited_fwd_flops=block_flops,
                       rows=[dataclasses.asdict(r) for r in entries]), replace=len(entries) > 1)
+
+        def record(row, start, timers=None):
+            row.wall_s = time.perf_counter() - start
+            set_rates(row, w)
+            entries.append(row)
+            if timers:
+                timed.append((row, timers))
+            save_entries()
             done = (f"skipped: {row.skipped}" if row.skipped else
                     f"fwd {fmt(row.fwd_ms, '.2f')} ms, f+b {fmt(row.fwdbwd_ms, '.2f')} ms")
             print(f"  {w.name} {row.impl}: {done} ({row.wall_s:.0f} s)", flush=True)
 
         start = time.perf_counter()
-        ours, ours_out, masks, block_flops = bench_ours(w, args, args.backend)
-        record(ours, start)
+        ours, ours_out, masks, block_flops, timers = bench_ours(w, args, args.backend)
+        record(ours, start, timers)
         if args.show_attention_mask:
             print(masks[0].format())
         for backend in filter(None, args.also_backends.split(",")):
             start = time.perf_counter()
-            row, out, _, _ = bench_ours(w, args, backend)
+            row, out, _, _, timers = bench_ours(w, args, backend)
             row.rel_err_vs_ours = rel_err(out, ours_out)
-            record(row, start)
+            record(row, start, timers)
         for peer in peers:
-            start = time.perf_counter()
+            start, timers = time.perf_counter(), None
             try:
-                row, out = bench_peer(peer, w, args)
+                row, out, timers = bench_peer(peer, w, args)
                 row.rel_err_vs_ours = rel_err(out, ours_out)
             except Exception as err:  # noqa: BLE001 - reported in the table, never dropped
                 row = Row(PEERS[peer].label if peer in PEERS else peer, seq_len,
                           skipped=f"{type(err).__name__}: {str(err).splitlines()[0][:160]}")
                 row.detail = str(err)[-4000:]  # kept in results.json for debugging
-            record(row, start)
+            record(row, start, timers)
+        if args.rounds > 1 and timed:
+            more_rounds(timed, args.rounds, args.repeats)
+            for row, _ in timed:
+                set_rates(row, w)
+            save_entries()
         print_table(entries, w, block_flops)
 
 
@@ -339,6 +381,13 @@ def print_table(entries, w: Workload, block_flops: float):
         print(f"{r.impl:<24}{fmt(r.fwd_ms, '9.2f')}{fmt(r.fwd_tflops, '10.1f')}"
               f"{fmt(r.fwdbwd_ms, '9.2f')}{fmt(r.fwdbwd_tflops, '10.1f')}{fmt(r.mask_ms, '9.2f')}"
               f"{fmt(r.peak_gib, '9.2f')}{fmt(r.rel_err_vs_ours, '13.2e')}{fmt(r.wall_s, '8.0f')}")
+    rounds = [r for r in entries if r.rounds]
+    if rounds:
+        print(f"(ms above: the median of {len(rounds[0].rounds['fwd'])} rounds in turn; "
+              "each round, fwd | f+b:)")
+        for r in rounds:
+            print(f"{r.impl:<24}" + " | ".join(" ".join(f"{t:.2f}" for t in times)
+                                               for times in r.rounds.values()))
 
 
 def plot(results, out_dir):

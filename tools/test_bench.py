@@ -92,9 +92,10 @@ def test_peer_process_gets_a_triton_cache_dir(monkeypatch, tmp_path):
     monkeypatch.setattr(bench, "PEER_ENV", {"TRITON_CACHE_DIR": ""})
     monkeypatch.setattr(bench.subprocess, "run", fake_run)
     args = bench.parse_args(["mha_bwd", "--out", str(tmp_path)])
-    row, _ = bench.bench_subprocess("flex", "FlexAttention (torch)", bench.Workload(64), args)
+    row, _, timers = bench.bench_subprocess("flex", "FlexAttention (torch)", bench.Workload(64),
+                                            args)
     assert seen["TRITON_CACHE_DIR"]
-    assert row.fwd_ms == 1.0 and row.fwdbwd_ms == 2.0
+    assert row.fwd_ms == 1.0 and row.fwdbwd_ms == 2.0 and timers is None  # not in --rounds
 
 
 def test_stuck_peer_process_is_killed_and_reported(monkeypatch, tmp_path):
@@ -145,6 +146,27 @@ def test_gpu_table_on_cpu_saves_every_length_and_reports_failed_peers(tmp_path, 
     out = capsys.readouterr().out
     assert "skipped: " in out and "kvax (ours)" in out
     assert re.search(r"^  B1-S96-\S+ kvax \(ours\): fwd [\d.]+ ms, f\+b [\d.]+ ms", out, re.M)
+
+
+def test_rounds_time_every_in_process_row_in_turn(tmp_path, capsys):
+    """--rounds: ours (both rows) timed again in turn; each row reads the median of its rounds
+    and keeps them; rows of peers that failed have none."""
+    args = bench.parse_args(["mha_bwd", "--seq-lens", "96", "--doc-len", "40",
+                             "--num-pad-tokens", "7", "--heads", "2", "--kv-heads", "1",
+                             "--head-dim", "16", "--dtype", "float32",
+                             "--repeats", "1", "--rounds", "3", "--also-backends", "xla",
+                             "--peers", "cudnn", "--out", str(tmp_path)])
+    saved = bench.ResultsFile(str(tmp_path), {"command": "test"})
+    bench.run_gpu(args, saved.save)
+    ours, xla, cudnn = saved.results[0]["rows"]
+    for row in (ours, xla):
+        assert [len(row["rounds"][k]) for k in ("fwd", "fwdbwd")] == [3, 3]
+        assert row["fwd_ms"] == float(np.median(row["rounds"]["fwd"]))
+        assert row["fwdbwd_ms"] == float(np.median(row["rounds"]["fwdbwd"]))
+        assert row["fwd_tflops"] == pytest.approx(
+            bench.for_args(args, 96).flops(False) / row["fwd_ms"] / 1e9)
+    assert cudnn["skipped"] and cudnn["rounds"] is None
+    assert "the median of 3 rounds" in capsys.readouterr().out
 
 
 def test_memory_sweep_runs_ours_on_cpu(tmp_path, capsys):
