@@ -2,11 +2,13 @@
 forward (Mosaic), forward+backward by default (Triton backward) and with deterministic=False
 (Mosaic backward), for no cap and each cap in --caps, and each cap again with running row maxima
 (`+max`: the kernels' fixed reference, blockwise.capped_reference, switched off), and with
---overlap each of them again with the Mosaic forward's MosaicConfig(overlap=True) (`ovl`). Every
+--overlap each of them again with the Mosaic forward's MosaicConfig(overlap=True) (`ovl`); with
+--sinks also attention sinks without a cap (`sinks`: one random logit per query head). Every
 configuration is compiled first; then --rounds rounds time them in turn, so that clocks and heat
 drift over all of them alike:
 
-    python tools/dev/spike_softcap.py [--caps 30,50] [--rounds 4] [--repeats 10] [--overlap]
+    python tools/dev/spike_softcap.py [--caps 30,50] [--rounds 4] [--repeats 10] [--overlap] \
+        [--sinks]
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ def main():
     parser.add_argument("--seq-len", type=int, default=65536)
     parser.add_argument("--overlap", action="store_true",
                         help="also time each configuration with MosaicConfig(overlap=True)")
+    parser.add_argument("--sinks", action="store_true", help="also time sinks without a cap")
     args = parser.parse_args()
     import jax
     import jax.numpy as jnp
@@ -52,18 +55,22 @@ def main():
     pos, seg = jnp.asarray(pos), jnp.asarray(seg)
     masks = kvax.ops.create_attention_mask(pos, seg, pos, seg, calc_bwd_mask=True)
 
-    def compiled(cap, deterministic, grad):
+    sink_logits = jnp.asarray(np.random.default_rng(5).normal(0, 1, w.num_heads), jnp.float32)
+
+    def compiled(cap, deterministic, grad, sinks=False):
         def attn(q, k, v):
             return kvax.ops.flash_attention(q, k, v, pos, seg, pos, seg, mask=masks,
                                             scale=w.head_dim ** -0.5, logits_soft_cap=cap,
-                                            deterministic=deterministic)
+                                            deterministic=deterministic,
+                                            sinks=sink_logits if sinks else None)
 
         fn = attn if not grad else jax.grad(
             lambda q, k, v: jnp.sum(attn(q, k, v).astype(jnp.float32)), argnums=(0, 1, 2))
         return jax.jit(fn).lower(q, k, v).compile()
 
-    configs = [("no cap", None, False, False)]
-    for cap in (float(c) for c in args.caps.split(",")):
+    configs = [("no cap", None, False, False)] + ([("sinks", None, False, False)]
+                                                  if args.sinks else [])
+    for cap in (float(c) for c in filter(None, args.caps.split(","))):
         configs += [(f"cap {cap:g}", cap, False, False), (f"cap {cap:g} +max", cap, True, False)]
     if args.overlap:
         configs += [(f"{name} ovl", cap, running_max, True)
@@ -78,8 +85,10 @@ def main():
              mock.patch.object(triton_fwd, "capped_reference", reference), \
              mock.patch.object(mosaic_fwd, "choose_config", config):
             jax.clear_caches()  # each configuration traced afresh under its own switch
-            runs[name] = {"fwd": compiled(cap, True, False), "f+b": compiled(cap, True, True),
-                          "f+b nondet": compiled(cap, False, True)}
+            sinks = name.startswith("sinks")
+            runs[name] = {"fwd": compiled(cap, True, False, sinks),
+                          "f+b": compiled(cap, True, True, sinks),
+                          "f+b nondet": compiled(cap, False, True, sinks)}
         print(f"compiled {name}", flush=True)
 
     times = {name: {kind: [] for kind in fns} for name, fns in runs.items()}
