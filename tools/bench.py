@@ -328,7 +328,7 @@ def run_gpu(args, save):
             row.wall_s = time.perf_counter() - start
             set_rates(row, w)
             entries.append(row)
-            if timers:
+            if timers and args.rounds > 1:  # else let its arrays go before the next one's
                 timed.append((row, timers))
             save_entries()
             done = (f"skipped: {row.skipped}" if row.skipped else
