@@ -2,13 +2,15 @@
 process: the forward and forward+backward with deterministic=False as they are (`rule`), with the
 rule's per-element padding test left out (`no pad test`: timing only, the padding rows' results
 are not what they should be), with every visited tile treated as full (`bound`: no element rule
-at all, wrong results; what the masked tiles could at best come down to), and with --before FILE
-(a mosaic_fwd.py of an earlier revision) that forward (`before`). Every configuration is compiled
-first; --rounds rounds then time them in turn:
+at all, wrong results; what the masked tiles could at best come down to), with --before FILE
+(a mosaic_fwd.py of an earlier revision) that forward (`before`), and with forward mask blocks of
+another size than the default 128x128 (`fwd RxC`: the mask and the call both get them, as a user
+passes fwd_params). Every configuration is compiled first; --rounds rounds then time them in
+turn:
 
     git show REV:packages/kvax-core/src/kvax/_src/attention/mosaic_fwd.py > .whl/before.py
     python tools/dev/spike_mask_cost.py [--layouts lognormal,short,docs8] [--rounds 4] \
-        [--configs rule,bound,before] [--before .whl/before.py]
+        [--configs rule,bound,before,"fwd 128x64"] [--before .whl/before.py]
 """
 
 from __future__ import annotations
@@ -68,20 +70,31 @@ def main():
         sys.modules[spec.name] = before  # its dataclasses look their module up
         spec.loader.exec_module(before)
         patches["before"] = [mock.patch.object(mosaic_fwd, "forward", before.forward)]
-    patches = {name: patches[name] for name in args.configs.split(",")}
+    patches = {name: patches.get(name, []) for name in args.configs.split(",")}
+
+    def fwd_params(name):
+        """The forward blocks a `fwd RxC` configuration asks for, else None (the defaults)."""
+        if not name.startswith("fwd "):
+            return None
+        rows, cols = (int(x) for x in name.split()[1].split("x"))
+        return kvax.utils.FlashAttentionParamsConfig(query_block_size=rows, kv_block_size=cols)
+
     runs, flops = {}, {}
     for layout in args.layouts.split(","):
         w = LAYOUTS[layout]
         q, k, v, pos, seg = inputs(w)
         q, k, v = (jnp.asarray(x, jnp.bfloat16) for x in (q, k, v))
         pos, seg = jnp.asarray(pos), jnp.asarray(seg)
-        masks = kvax.ops.create_attention_mask(pos, seg, pos, seg, calc_bwd_mask=True)
         flops[layout] = 4 * w.allowed_pairs() * w.num_heads * w.head_dim
 
-        def compiled(grad, pos=pos, seg=seg, masks=masks, w=w, q=q, k=k, v=v):
+        def compiled(grad, params, pos=pos, seg=seg, w=w, q=q, k=k, v=v):
+            masks = kvax.ops.create_attention_mask(pos, seg, pos, seg, calc_bwd_mask=True,
+                                                   fwd_params=params)
+
             def attn(q, k, v):
                 return kvax.ops.flash_attention(q, k, v, pos, seg, pos, seg, mask=masks,
-                                                scale=w.head_dim ** -0.5, deterministic=False)
+                                                scale=w.head_dim ** -0.5, deterministic=False,
+                                                fwd_params=params)
 
             fn = attn if not grad else jax.grad(
                 lambda q, k, v: jnp.sum(attn(q, k, v).astype(jnp.float32)), argnums=(0, 1, 2))
@@ -92,7 +105,8 @@ def main():
             for p in ps:
                 p.start()
             jax.clear_caches()
-            runs[(layout, name)] = {"fwd": compiled(False), "f+b nondet": compiled(True)}
+            runs[(layout, name)] = {"fwd": compiled(False, fwd_params(name)),
+                                    "f+b nondet": compiled(True, fwd_params(name))}
             for p in ps:
                 p.stop()
             print(f"compiled {layout} {name}", flush=True)
