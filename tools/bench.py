@@ -31,7 +31,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_cp import run_cp  # noqa: E402
-from measure import median_ms, memory_gib, rel_err  # noqa: E402
+from measure import in_turns, median_ms, memory_gib, rel_err  # noqa: E402
 from peers import PEERS, peer as get_peer  # noqa: E402
 from workloads import Workload, for_args, inputs, sample_rows, shapes, sink_logits  # noqa: E402
 
@@ -142,13 +142,9 @@ def more_rounds(timed, rounds: int, repeats: int):
     """Times each (row, timers) rounds - 1 more times, all of them in turn in each round (the
     first measurement is round 1); each row then reads the median of its rounds and keeps them in
     row.rounds. timers: {"fwd" or "fwdbwd": a function that runs it once}."""
-    for row, timers in timed:
-        row.rounds = {kind: [getattr(row, f"{kind}_ms")] for kind in timers}
-    for _ in range(rounds - 1):
-        for row, timers in timed:
-            for kind, fn in timers.items():
-                row.rounds[kind].append(median_ms(fn, repeats))
-    for row, _ in timed:
+    more = in_turns(dict(enumerate(timers for _, timers in timed)), rounds - 1, repeats)
+    for i, (row, timers) in enumerate(timed):
+        row.rounds = {kind: [getattr(row, f"{kind}_ms")] + more[i][kind] for kind in timers}
         for kind, values in row.rounds.items():
             setattr(row, f"{kind}_ms", float(np.median(values)))
 

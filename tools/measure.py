@@ -25,6 +25,22 @@ def median_ms(fn, repeats, wait=None):
     return float(np.median(times))
 
 
+def in_turns(runs: dict, rounds: int, repeats: int, label=None) -> dict:
+    """Times every function of runs ({key: {kind: fn}}) `rounds` times, all of them in turn in
+    each round, so that the GPU's clock drift falls on all alike: {key: {kind: [ms per round]}}.
+    With label (key -> str) each round's times are printed as it ends."""
+    times = {key: {kind: [] for kind in fns} for key, fns in runs.items()}
+    for r in range(rounds):
+        for key, fns in runs.items():
+            for kind, fn in fns.items():
+                times[key][kind].append(median_ms(fn, repeats))
+        if label is not None:
+            print(f"round {r + 1}: " + "  ".join(
+                f"{label(key)} {' / '.join(f'{t[-1]:.2f}' for t in times[key].values())}"
+                for key in runs), flush=True)
+    return times
+
+
 def rel_err(a, b) -> float:
     """Relative L2 difference of a from b, in float64."""
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)

@@ -23,7 +23,7 @@ from unittest import mock
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from measure import median_ms  # noqa: E402
+from measure import in_turns  # noqa: E402
 from workloads import Workload, inputs  # noqa: E402
 
 LAYOUTS = {
@@ -111,14 +111,7 @@ def main():
                 p.stop()
             print(f"compiled {layout} {name}", flush=True)
 
-    times = {key: {kind: [] for kind in fns} for key, fns in runs.items()}
-    for r in range(args.rounds):
-        for key, fns in runs.items():
-            for kind, fn in fns.items():
-                times[key][kind].append(median_ms(fn, args.repeats))
-        print(f"round {r + 1}: " + "  ".join(
-            f"{'/'.join(key)} {' / '.join(f'{t[-1]:.2f}' for t in times[key].values())}"
-            for key in runs), flush=True)
+    times = in_turns(runs, args.rounds, args.repeats, label="/".join)
 
     print(f"\nmedian of {args.rounds} rounds: ms (TF/s, against `rule`), fwd | f+b nondet")
     for (layout, name), t in times.items():

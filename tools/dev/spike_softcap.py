@@ -22,7 +22,7 @@ from unittest import mock
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from measure import median_ms  # noqa: E402
+from measure import in_turns  # noqa: E402
 from workloads import Workload, inputs  # noqa: E402
 
 
@@ -68,16 +68,18 @@ def main():
             lambda q, k, v: jnp.sum(attn(q, k, v).astype(jnp.float32)), argnums=(0, 1, 2))
         return jax.jit(fn).lower(q, k, v).compile()
 
-    configs = [("no cap", None, False, False)] + ([("sinks", None, False, False)]
-                                                  if args.sinks else [])
+    # (name, cap, running maxima, overlap, sinks)
+    configs = [("no cap", None, False, False, False)] + ([("sinks", None, False, False, True)]
+                                                         if args.sinks else [])
     for cap in (float(c) for c in filter(None, args.caps.split(","))):
-        configs += [(f"cap {cap:g}", cap, False, False), (f"cap {cap:g} +max", cap, True, False)]
+        configs += [(f"cap {cap:g}", cap, False, False, False),
+                    (f"cap {cap:g} +max", cap, True, False, False)]
     if args.overlap:
-        configs += [(f"{name} ovl", cap, running_max, True)
-                    for name, cap, running_max, _ in configs]
+        configs += [(f"{name} ovl", cap, running_max, True, sinks)
+                    for name, cap, running_max, _, sinks in configs]
     choose = mosaic_fwd.choose_config
     runs = {}
-    for name, cap, running_max, overlap in configs:
+    for name, cap, running_max, overlap, sinks in configs:
         reference = (lambda *_: None) if running_max else capped_reference
         config = ((lambda mask, h: dataclasses.replace(choose(mask, h), overlap=True))
                   if overlap else choose)
@@ -85,20 +87,14 @@ def main():
              mock.patch.object(triton_fwd, "capped_reference", reference), \
              mock.patch.object(mosaic_fwd, "choose_config", config):
             jax.clear_caches()  # each configuration traced afresh under its own switch
-            sinks = name.startswith("sinks")
-            runs[name] = {"fwd": compiled(cap, True, False, sinks),
-                          "f+b": compiled(cap, True, True, sinks),
-                          "f+b nondet": compiled(cap, False, True, sinks)}
+            runs[name] = {kind: (lambda exe=compiled(cap, deterministic, grad, sinks):
+                                 exe(q, k, v))
+                          for kind, deterministic, grad in [("fwd", True, False),
+                                                            ("f+b", True, True),
+                                                            ("f+b nondet", False, True)]}
         print(f"compiled {name}", flush=True)
 
-    times = {name: {kind: [] for kind in fns} for name, fns in runs.items()}
-    for r in range(args.rounds):
-        for name, fns in runs.items():
-            for kind, fn in fns.items():
-                times[name][kind].append(median_ms(lambda: fn(q, k, v), args.repeats))
-        print(f"round {r + 1}: " + "  ".join(
-            f"{name} {' / '.join(f'{t[-1]:.2f}' for t in times[name].values())}"
-            for name in runs), flush=True)
+    times = in_turns(runs, args.rounds, args.repeats, label=str)
 
     base = {kind: np.median(t) for kind, t in times["no cap"].items()}
     print(f"\nmedian of {args.rounds} rounds (ms, cost against no cap): "
