@@ -3,6 +3,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from kvax._src.attention import runs
 from kvax.ops import AttentionMask, create_attention_mask
 from kvax.utils import PADDING_SEGMENT_ID, FlashAttentionParamsConfig
 from kvax_testing import packed_layout, reference_mask
@@ -107,7 +108,9 @@ def test_mask_is_a_pytree_and_jits():
         for x, y in zip(a.flatten(), b.flatten()):
             np.testing.assert_array_equal(x, y)
     leaves, tree = jax.tree_util.tree_flatten(masks)
-    assert len(leaves) == 12 and all(leaf.dtype == jnp.int32 for leaf in leaves)
+    # 4 bounds per mask, and the forward mask's document chunks (runs.py)
+    assert len(leaves) == 13 and all(leaf.dtype == jnp.int32 for leaf in leaves)
+    assert masks[0].doc_runs.shape == (2, runs.max_chunks(100), 4)
     assert jax.tree_util.tree_unflatten(tree, leaves)[0].params == P
     # memory: 4 int32 per row block per mask, O(S / block)
     assert masks[0].lower_bounds.shape == (2, -(-100 // 32))

@@ -28,6 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from kvax._src.attention import runs
 from kvax._src.attention.variant import MaskVariant
 from kvax._src.config import PADDING_SEGMENT_ID, FlashAttentionParamsConfig
 
@@ -58,21 +59,25 @@ class AttentionMask:
     params: FlashAttentionParamsConfig
     skip_pad_tokens: bool = True
     variant: MaskVariant = MaskVariant()  # causality and window the mask was built for
+    # forward masks of causal documents (T == S): query chunks from each document's first token
+    # for the Hopper forward (runs.doc_runs), [B, M, 4] int32; None elsewhere
+    doc_runs: jax.Array | None = None
 
     def tree_flatten(self):
         children = (self.lower_bounds, self.upper_bounds, self.lower_full_bounds,
-                    self.upper_full_bounds)
+                    self.upper_full_bounds, self.doc_runs)
         aux = (self.kind, self.row_block, self.col_block, self.query_len, self.kv_len,
                self.params, self.skip_pad_tokens, self.variant)
         return children, aux
 
     @classmethod
     def tree_unflatten(cls, aux, children):
-        return cls(*children, *aux)
+        *bounds, doc_runs = children
+        return cls(*bounds, *aux, doc_runs=doc_runs)
 
     def flatten(self) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
         """The four bound arrays, in the original Kvax order."""
-        return self.tree_flatten()[0]
+        return self.tree_flatten()[0][:4]
 
     @property
     def num_col_blocks(self) -> int:
@@ -267,9 +272,12 @@ def build_masks(
     """(fwd,) or (fwd, dq, dkdv) masks for already validated int32 inputs."""
     query_segment_ids, kv_segment_ids = relabel_by_appearance(query_segment_ids, kv_segment_ids)
     args = (query_positions, query_segment_ids, kv_positions, kv_segment_ids)
-    masks = [block_mask(*args, kind="fwd", query_block=fwd_params.query_block_size,
-                        kv_block=fwd_params.kv_block_size, params=fwd_params,
-                        skip_pad_tokens=skip_pad_tokens, variant=variant)]
+    fwd = block_mask(*args, kind="fwd", query_block=fwd_params.query_block_size,
+                     kv_block=fwd_params.kv_block_size, params=fwd_params,
+                     skip_pad_tokens=skip_pad_tokens, variant=variant)
+    if variant == MaskVariant() and query_positions.shape == kv_positions.shape:
+        fwd = dataclasses.replace(fwd, doc_runs=runs.doc_runs(*args))
+    masks = [fwd]
     if bwd_params is not None:
         dq_q, dq_k = bwd_params.dq_blocks
         masks.append(block_mask(*args, kind="dq", query_block=dq_q, kv_block=dq_k,
