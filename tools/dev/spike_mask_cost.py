@@ -3,7 +3,8 @@ process: the forward and forward+backward with deterministic=False as they are (
 rule's per-element padding test left out (`no pad test`: timing only, the padding rows' results
 are not what they should be), with every visited tile treated as full (`bound`: no element rule
 at all, wrong results; what the masked tiles could at best come down to), with --before FILE
-(a mosaic_fwd.py of an earlier revision) that forward (`before`), and with forward mask blocks of
+(a mosaic_fwd.py of an earlier revision) that forward (`before`), with row-aligned programs
+only (`no chunks`: the documents' chunks of runs.py left out), and with forward mask blocks of
 another size than the default 128x128 (`fwd RxC`: the mask and the call both get them, as a user
 passes fwd_params). Every configuration is compiled first; --rounds rounds then time them in
 turn:
@@ -30,6 +31,7 @@ LAYOUTS = {
     "lognormal": Workload(65536, num_pad_tokens=1000, doc_median=1100, ids="shuffled"),
     "short": Workload(65536, num_pad_tokens=1000, doc_median=190, ids="shuffled"),
     "docs8": Workload(65536, num_segments=8, num_pad_tokens=2000),
+    "causal1": Workload(65536),
 }
 
 
@@ -55,10 +57,14 @@ def main():
         return lo, hi, lo, hi
 
     real_bounds = mosaic_fwd.block_bounds
+    real_programs = mosaic_fwd.programs
     patches = {
         "rule": [],
         "before": [],
         "no pad test": [mock.patch.object(variant.MaskVariant, "element_rule", no_pad_test)],
+        # row-aligned programs only, the documents' chunks (runs.py) left out
+        "no chunks": [mock.patch.object(mosaic_fwd, "programs",
+                                        lambda *a, doc_runs=None: real_programs(*a))],
         "bound": [mock.patch.object(mosaic_fwd, "block_bounds", all_full),
                   mock.patch.object(mosaic_bwd, "block_bounds", all_full)],
     }

@@ -8,6 +8,7 @@ reference with the baseline-tied tolerance, NaN and Inf in the padding, and "aut
 
 import dataclasses
 import re
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -451,3 +452,63 @@ def test_mosaic_backward_padding_exact_and_dkdv_deterministic():
         assert np.all(np.isfinite(x))
     assert np.all(first[0][pad] == 0) and np.all(first[1][pad] == 0)
     assert np.all(first[2][kv_pad] == 0) and np.all(first[3][kv_pad] == 0)
+
+
+# layouts whose rows take the forward's document chunks (runs.py): a few documents per row
+CHUNKED = [
+    dict(kv_len=2300, heads=(4, 2), head_dim=128, dtype="bfloat16",
+         layout=dict(segment_ids="shuffled", num_docs=2)),
+    dict(kv_len=2201, heads=(4, 1), head_dim=64, dtype="float16",
+         layout=dict(segment_ids="large", num_docs=(1, 2), positions="global")),
+]
+
+
+def _chunked_batch(case, seed, *, mixed=False):
+    """_batch whose rows all take the document chunks, or with mixed=True the second row not
+    (another document's 40 tokens in the middle of its longest one, whose id then comes back
+    after them)."""
+    batch = _batch(case, seed)
+    if mixed:
+        seg = batch.layout.query_segment_ids.copy()
+        starts = np.flatnonzero(np.diff(seg[1], prepend=seg[1, 0] - 1))
+        lengths = np.diff(starts, append=seg.shape[1])
+        middle = starts[np.argmax(lengths)] + lengths.max() // 2
+        seg[1, middle - 20:middle + 20] = 987654
+        layout = dataclasses.replace(batch.layout, query_segment_ids=seg, kv_segment_ids=seg)
+        batch = dataclasses.replace(batch, layout=layout)
+    (mask,) = create_attention_mask(*batch.layout.arrays, fwd_params=FWD)
+    chunked = np.asarray(mask.doc_runs)[:, 0, 2] >= 0
+    assert chunked.tolist() == ([True, False] if mixed else [True] * len(chunked)), seed
+    return batch
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("variant", [{}, dict(logits_soft_cap=5.0), dict(sinks=True),
+                                     dict(return_residual=True)], ids=_variant_id)
+@pytest.mark.parametrize("case", CHUNKED, ids=_case_id)
+@pytest.mark.parametrize("mixed", [False, True], ids=["chunked", "mixed"])
+def test_document_chunks_match_reference(variant, case, mixed, monkeypatch):
+    """The forward with query chunks from each document's start, against the reference; with
+    mixed=True one row of the batch keeps the row-aligned tiles."""
+    seed = int(np.random.SeedSequence().entropy % 2**31)
+    batch = _chunked_batch(case, seed, mixed=mixed)
+    monkeypatch.setattr(sys.modules[__name__], "_batch", lambda *_: batch)
+    report = _check(case, variant, seed)
+    assert report.ok, f"seed={seed}\n{report}"
+
+
+@pytest.mark.gpu
+@hopper
+def test_document_chunks_bitwise_and_padding_exact():
+    """Each token's output is stored by one program: bitwise reruns, and NaN/Inf in the padding
+    give exactly 0 there and finite values elsewhere."""
+    batch = _chunked_batch(CHUNKED[0], 12)
+    pad = batch.layout.query_segment_ids == PADDING_SEGMENT_ID
+    first, again = _two_runs(attention(FWD, BWD, 0.1), batch)
+    for a, b in zip(first, again):
+        np.testing.assert_array_equal(a, b)
+    assert pad.any()
+    for x in first:
+        assert np.all(np.isfinite(x))
+    assert np.all(first[0][pad] == 0) and np.all(first[1][pad] == 0)
