@@ -1,13 +1,13 @@
 """Query tiles that start at each document's first token (a varlen schedule) for the Hopper forward.
 
 Our block mask's tiles are aligned to the row: a document that starts inside a 128-row tile shares
-it with the one before, so the tile visits both documents' keys and most of its tiles need the
-element rule. Where a row is made of contiguous causal documents, the forward can instead take
-each document ("run": a maximal span of one segment id, padding included) in chunks of 128 rows
-from its first token, each chunk visiting the run's keys from its start: every key tile but the
-last (the diagonal) is then fully visible. On 64k tokens this computes 3.9% fewer pairs than
-row-aligned tiles with log-normal document lengths (median 1100) and 11% fewer with short ones
-(tools/mask_tightness.py), and a fifth to a half as many tiles take the element rule.
+it with the one before, so the tile visits both documents' keys and many tiles need the element
+rule. Where a row is made of contiguous causal documents, the forward can instead take each
+document ("run": a maximal span of one segment id, padding included) in chunks of 128 rows from
+its first token, each chunk visiting the run's keys from its start: every key tile but the last
+(the diagonal) is then fully visible. On 64k tokens of log-normal document lengths (median 1100)
+that computes 3.9% fewer pairs (tools/mask_tightness.py) and made the forward 4% faster on an
+H100 (docs/bench/h100-2026-11-24-doc-chunks).
 
 `doc_runs` builds the chunks once per mask (create_attention_mask), as [B, M, 4] int32: per chunk
 (first row, its own rows' start and end, its document's first token; -1 for a padding run's
