@@ -28,3 +28,13 @@ def test_measure_small_workload():
     for kind in ("fwd", "dq", "dkdv"):
         assert r[kind]["visited"] >= r[kind]["minimum"] > 0
     assert 0 < r["fwd"]["useful"] <= r["fwd"]["useful_document_aligned"] <= 1
+    assert 0 < r["fwd"]["hopper_masked"] <= r["fwd"]["hopper_tiles"]
+
+
+def test_hopper_programs_take_chunks_on_few_documents():
+    """On a row of few long documents the Hopper forward's chunks compute fewer pairs than the
+    row-aligned tiles, with fewer tiles under the element rule."""
+    r = mask_tightness.measure(Workload(16384, num_pad_tokens=300, doc_median=3000,
+                                        ids="shuffled"))
+    assert r["fwd"]["hopper_chunks"]
+    assert r["fwd"]["useful"] < r["fwd"]["useful_hopper"] <= r["fwd"]["useful_document_aligned"]
