@@ -47,7 +47,9 @@ from kvax._src.attention.blockwise import LOG2E, capped_reference
 from kvax._src.attention.mask import AttentionMask
 from kvax._src.attention.variant import MaskVariant
 
-TMA_ROWS = 8  # token lengths the tiled TMA copies take without a padded copy are multiples of this
+# rows of a tiled shared-memory tile: token lengths the tiled TMA copies take without a padded
+# copy, and the rows they start on, are multiples of this
+TMA_ROWS = runs.ALIGN
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,20 +130,22 @@ def logit_factor(scale, logits_soft_cap: float | None):
                                               else 1.0 / logits_soft_cap)
 
 
-def block_bounds(bounds_ref, batch, row, col_ratio: int, num_tiles: int):
-    """Inside a kernel: one block-mask row's (lower, upper, lower_full, upper_full) in kernel
-    tiles (col_ratio per mask block), clipped to the num_tiles that exist and ordered lower <=
-    lower_full <= upper_full <= upper."""
-    last = jnp.int32(num_tiles)
-
-    def bound(i):
-        return jnp.minimum(bounds_ref[batch, row, i] * col_ratio, last)
-
+def ordered_bounds(bound):
+    """(lower, upper, lower_full, upper_full) ordered lower <= lower_full <= upper_full <= upper,
+    from bound(i): the block mask's i-th bound in kernel tiles, clipped to the tiles that exist
+    (one row's scalars inside a kernel, block_bounds, or whole arrays, programs)."""
     lo, hi = bound(0), bound(1)
     hi = jnp.maximum(hi, lo)
     lf = jnp.clip(bound(2), lo, hi)
     uf = jnp.clip(bound(3), lf, hi)
     return lo, hi, lf, uf
+
+
+def block_bounds(bounds_ref, batch, row, col_ratio: int, num_tiles: int):
+    """Inside a kernel: one block-mask row's (lower, upper, lower_full, upper_full) in kernel
+    tiles (col_ratio per mask block), ordered_bounds of them."""
+    last = jnp.int32(num_tiles)
+    return ordered_bounds(lambda i: jnp.minimum(bounds_ref[batch, row, i] * col_ratio, last))
 
 
 def programs(mask: AttentionMask, config: MosaicConfig, t: int, s_len: int, doc_runs=None):
@@ -158,25 +162,24 @@ def programs(mask: AttentionMask, config: MosaicConfig, t: int, s_len: int, doc_
     row_ratio, col_ratio = mask.row_block // rows, mask.col_block // block_kv
     num_q_tiles, num_kv_tiles = -(-t // rows), -(-s_len // block_kv)
     bounds = mask_bounds(mask)[:, jnp.arange(num_q_tiles) // row_ratio]  # [B, tiles, 4]
-    lo = jnp.minimum(bounds[..., 0] * col_ratio, num_kv_tiles)
-    hi = jnp.maximum(jnp.minimum(bounds[..., 1] * col_ratio, num_kv_tiles), lo)
-    lf = jnp.clip(bounds[..., 2] * col_ratio, lo, hi)
-    uf = jnp.clip(bounds[..., 3] * col_ratio, lf, hi)
+    lo, hi, lf, uf = ordered_bounds(
+        lambda i: jnp.minimum(bounds[..., i] * col_ratio, num_kv_tiles))
     m = jnp.broadcast_to(jnp.arange(num_q_tiles, dtype=jnp.int32), lo.shape)
-    tiles = jnp.stack([m * (rows // 8), m * rows, (m + 1) * rows, lo * (block_kv // 8), hi - lo,
-                       lf - lo, uf - lo], axis=-1).astype(jnp.int32)
+    tiles = jnp.stack([m * (rows // TMA_ROWS), m * rows, (m + 1) * rows,
+                       lo * (block_kv // TMA_ROWS), hi - lo, lf - lo, uf - lo],
+                      axis=-1).astype(jnp.int32)
     if doc_runs is None:
         return tiles
     count = doc_runs.shape[1]
     tiles = jnp.pad(tiles, ((0, 0), (0, count - num_q_tiles), (0, 0)))  # nothing to store
     first, own_start, own_end, doc_start = (doc_runs[..., i] for i in range(4))
     attends = doc_start >= 0
-    base = jnp.maximum(doc_start, 0) - jnp.maximum(doc_start, 0) % 8  # the chunk's first key
+    base = jnp.maximum(doc_start, 0) - jnp.maximum(doc_start, 0) % TMA_ROWS  # its first key
     before = jnp.where(attends, (first - base) // block_kv, 0)  # tiles before the diagonal
     # the first key tile holds the previous document's last keys where the document starts
     # inside an 8-row group (for the first chunk that tile is the diagonal one)
-    inside = (attends & (doc_start % 8 != 0) & (before > 0)).astype(jnp.int32)
-    chunks = jnp.stack([first // 8, own_start, own_end, base // 8,
+    inside = (attends & (doc_start % TMA_ROWS != 0) & (before > 0)).astype(jnp.int32)
+    chunks = jnp.stack([first // TMA_ROWS, own_start, own_end, base // TMA_ROWS,
                         jnp.where(attends, before + rows // block_kv, 0), inside, before],
                        axis=-1)
     exact = own_end[:, :1, None] >= 0
@@ -186,7 +189,7 @@ def programs(mask: AttentionMask, config: MosaicConfig, t: int, s_len: int, doc_
 def lse_slots(items, t: int, rows: int):
     """[B, T] int32: where the kernel left each token's logsumexp, program m's rows being slots
     [m x rows, (m + 1) x rows) (programs' own rows partition the tokens, in order)."""
-    first, own_start, own_end = items[..., 0] * 8, items[..., 1], items[..., 2]
+    first, own_start, own_end = items[..., 0] * TMA_ROWS, items[..., 1], items[..., 2]
     m = jnp.arange(items.shape[1], dtype=jnp.int32)
     marks = jnp.full((items.shape[0], t), -1, jnp.int32)
     marks = jax.vmap(lambda mk, s, e: mk.at[jnp.where(e > s, s, t)].max(m, mode="drop"))(
@@ -251,7 +254,7 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
         # key tiles from k0 on (`steps` of them), [f_lo, f_hi) of those fully visible
         first8, own_start, own_end, k08, steps, f_lo, f_hi = (items_ref[batch, item, i]
                                                               for i in range(7))
-        first, k0 = first8 * 8, k08 * 8
+        first, k0 = first8 * TMA_ROWS, k08 * TMA_ROWS
         live_item = own_end > own_start
 
         def key_start(i):
@@ -492,14 +495,16 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                     o_plain[...] = acc.astype(dtype)
                     plgpu.commit_smem()
                     plgpu.copy_smem_to_gmem(lse_smem, lse_slot)
-                    for i in range(block_q // 8):  # whole 8-row groups
+                    g = TMA_ROWS
+                    for i in range(block_q // g):  # whole 8-row groups
                         plgpu.copy_smem_to_gmem(
-                            o_plain.at[pl.ds(8 * i, 8)],
-                            out_ref.at[batch, pl.ds(q_start + 8 * i, 8), head],
-                            predicate=(lo_r <= 8 * i) & (8 * i + 8 <= hi_r))
-                    up = jnp.minimum(lo_r + 7 - lax.rem(lo_r + 7, 8), hi_r)  # lo_r's group's end
-                    down = jnp.maximum(hi_r - lax.rem(hi_r, 8), up)  # hi_r's group's start
-                    for i in range(7):  # the partial groups row by row
+                            o_plain.at[pl.ds(g * i, g)],
+                            out_ref.at[batch, pl.ds(q_start + g * i, g), head],
+                            predicate=(lo_r <= g * i) & (g * i + g <= hi_r))
+                    # lo_r's group's end and hi_r's group's start
+                    up = jnp.minimum(lo_r + (g - 1) - lax.rem(lo_r + (g - 1), g), hi_r)
+                    down = jnp.maximum(hi_r - lax.rem(hi_r, g), up)
+                    for i in range(g - 1):  # the partial groups row by row
                         for r, end in ((lo_r + i, up), (down + i, hi_r)):
                             plgpu.copy_smem_to_gmem(
                                 o_plain.at[pl.ds(r, 1)],

@@ -72,10 +72,10 @@ def _one_row(pos, labels, kv_pos, kv_labels):
 
     run = jnp.cumsum(starts.astype(jnp.int32)) - 1  # run index of each token
     num_runs = run[-1] + 1
+    # per run r (indexed like the tokens, the first num_runs in use): its first and end token
     run_start = jnp.zeros((t + 1,), jnp.int32).at[jnp.where(starts, run, t)].set(idx, mode="drop")
-    r = jnp.arange(t, dtype=jnp.int32)
-    in_use = r < num_runs
-    run_end = jnp.where(r + 1 < num_runs, run_start[1:], t)
+    in_use = idx < num_runs
+    run_end = jnp.where(idx + 1 < num_runs, run_start[1:], t)
     base = run_start[:t] - run_start[:t] % ALIGN  # a run's chunks and keys start here
     chunks = jnp.where(in_use, -(-(run_end - base) // CHUNK), 0)
     ends = jnp.cumsum(chunks)  # chunks up to and including each run
