@@ -3,7 +3,7 @@ profiler and sums the GPU kernels' durations by name (from the Perfetto trace), 
 alone, then forward+backward with the default backward and with deterministic=False.
 
     python tools/dev/profile_step.py [--doc-median 190] [--num-segments 8] [--steps 5]
-        [--seq-len 65536]
+        [--seq-len 65536] [--ids shuffled]
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ def main():
     parser.add_argument("--doc-median", type=int, default=None)
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--seq-len", type=int, default=65536, help="tokens, padding included")
+    parser.add_argument("--ids", default="sequential", help="segment ids: sequential, shuffled")
     args = parser.parse_args()
     import jax
     import jax.numpy as jnp
@@ -58,7 +59,7 @@ def main():
     import kvax
 
     w = Workload(args.seq_len, num_segments=args.num_segments, num_pad_tokens=2000,
-                 doc_median=args.doc_median)
+                 doc_median=args.doc_median, ids=args.ids)
     q, k, v, pos, seg = inputs(w)
     q, k, v = (jnp.asarray(x, jnp.bfloat16) for x in (q, k, v))
     pos, seg = jnp.asarray(pos), jnp.asarray(seg)

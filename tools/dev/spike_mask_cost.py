@@ -3,7 +3,8 @@ process: the forward and forward+backward with deterministic=False as they are (
 rule's per-element padding test left out (`no pad test`: timing only, the padding rows' results
 are not what they should be), with every visited tile treated as full (`bound`: no element rule
 at all, wrong results; what the masked tiles could at best come down to), with --before FILE
-(a mosaic_fwd.py of an earlier revision) that forward (`before`), with row-aligned programs
+(a mosaic_fwd.py of an earlier revision) that forward (`before`; with --before-bwd FILE, an
+earlier mosaic_bwd.py, that backward too), with row-aligned programs
 only (`no chunks`: the documents' chunks of runs.py left out), and with forward mask blocks of
 another size than the default 128x128 (`fwd RxC`: the mask and the call both get them, as a user
 passes fwd_params). Every configuration is compiled first; --rounds rounds then time them in
@@ -11,7 +12,8 @@ turn:
 
     git show REV:packages/kvax-core/src/kvax/_src/attention/mosaic_fwd.py > .whl/before.py
     python tools/dev/spike_mask_cost.py [--layouts lognormal,short,docs8] [--rounds 4] \
-        [--configs rule,bound,before,"fwd 128x64"] [--before .whl/before.py]
+        [--configs rule,bound,before,"fwd 128x64"] [--before .whl/before.py] \
+        [--before-bwd .whl/before_bwd.py]
 """
 
 from __future__ import annotations
@@ -42,12 +44,13 @@ def main():
     parser.add_argument("--layouts", default="lognormal,short,docs8")
     parser.add_argument("--configs", default="rule,no pad test,bound")
     parser.add_argument("--before", default=None, help="an earlier mosaic_fwd.py")
+    parser.add_argument("--before-bwd", default=None, help="an earlier mosaic_bwd.py")
     args = parser.parse_args()
     import jax
     import jax.numpy as jnp
 
     import kvax
-    from kvax._src.attention import mosaic_bwd, mosaic_fwd, variant
+    from kvax._src.attention import backends, mosaic_bwd, mosaic_fwd, variant
 
     def no_pad_test(self, q_pos, q_seg, k_pos, k_seg, pad_id):
         return self._and_positions(q_seg == k_seg, q_pos, k_pos)
@@ -68,14 +71,26 @@ def main():
         "bound": [mock.patch.object(mosaic_fwd, "block_bounds", all_full),
                   mock.patch.object(mosaic_bwd, "block_bounds", all_full)],
     }
-    if args.before:
+    def load(name, path):
         import importlib.util
 
-        spec = importlib.util.spec_from_file_location("mosaic_fwd_before", args.before)
-        before = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = before  # its dataclasses look their module up
-        spec.loader.exec_module(before)
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # its dataclasses look their module up
+        spec.loader.exec_module(module)
+        return module
+
+    if args.before:
+        before = load("mosaic_fwd_before", args.before)
         patches["before"] = [mock.patch.object(mosaic_fwd, "forward", before.forward)]
+    if args.before_bwd:  # with the plain forward under grad, as before forward_for_grad
+        before = load("mosaic_bwd_before", args.before_bwd)
+        patches["before"] += [
+            mock.patch.object(mosaic_bwd, "backward",
+                              lambda *a, query_padding_zeroed=False, **kw: before.backward(
+                                  *a, **kw)),
+            mock.patch.object(backends.MosaicBackend, "forward_for_grad",
+                              backends.Backend.forward_for_grad)]
     patches = {name: patches.get(name, []) for name in args.configs.split(",")}
 
     def fwd_params(name):
