@@ -189,16 +189,61 @@ def _all_eqns(jaxpr):
 
 def test_inputs_are_not_copied_to_whole_tiles():
     """Token lengths that are multiples of 8 reach both Mosaic kernels without padded copies
-    (TMA fills the tiles past the end with zeros and skips storing them); of the key/value
-    padding-zeroing copies only the forward's of V remains: the backward zeroes K's padding rows
-    in shared memory and hides V's behind the element rule."""
+    (TMA fills the tiles past the end with zeros and skips storing them), and K and V with no
+    padding-zeroing copies: the forward zeroes V's padding rows in shared memory, the backward
+    K's, and it hides V's behind the element rule."""
     h = 64
     step, q, k = _training_step(h, "bfloat16", MaskVariant(), t=1000, s=1000)  # no whole tiles
     eqns = list(_all_eqns(jax.make_jaxpr(step)(q, k, k).jaxpr))
     big = [e for e in eqns if e.primitive.name in ("pad", "select_n", "concatenate")
            and e.outvars[0].aval.shape[-1:] == (h,)]  # token arrays, not the small stats
     assert not [e for e in big if e.primitive.name != "select_n"]
-    assert len([e for e in big if e.outvars[0].aval.shape == k.shape]) == 1  # the forward's V
+    assert not [e for e in big if e.outvars[0].aval.shape == k.shape]
+
+
+def _selects(step, q, k):
+    """The selects over whole query-shaped arrays in a training step's jaxpr."""
+    return [e for e in _all_eqns(jax.make_jaxpr(step)(q, k, k).jaxpr)
+            if e.primitive.name == "select_n" and e.outvars[0].aval.shape == q.shape]
+
+
+def test_forward_hands_the_mosaic_backward_a_zeroed_query(monkeypatch):
+    """Ahead of the Mosaic backward the forward stores Q's tiles with the padding rows zeroed
+    (store_query): the training step has one query-sized zeroing select fewer than with the
+    plain forward and the backward's own copy. The dK/dV blocks it decides with
+    when the backward builds its own masks are the ones build_masks gives."""
+    step, q, k = _training_step(64, "bfloat16", MaskVariant(), t=1000, s=1000)
+    fewer = len(_selects(step, q, k))
+    # the plain forward, and the backward zeroing its copy
+    monkeypatch.setattr(backends.MosaicBackend, "forward_for_grad",
+                        backends.Backend.forward_for_grad)
+    backward = mosaic_bwd.backward
+    monkeypatch.setattr(mosaic_bwd, "backward", lambda *a, **kw: backward(
+        *a, **{**kw, "query_padding_zeroed": False}))
+    jax.clear_caches()  # the jitted attention's trace
+    assert len(_selects(step, q, k)) == fewer + 1
+    monkeypatch.undo()
+    jax.clear_caches()
+    masks = build_masks(*_one_document(300, 300), fwd_params=FWD, bwd_params=BWD128,
+                        skip_pad_tokens=True)
+    assert (masks[2].row_block, masks[2].col_block) == (BWD128.kv_block_size,
+                                                        BWD128.query_block_size)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_padding_windows_flag_every_tile_that_holds_padding(seed):
+    """The forward's flag per key tile start (a multiple of 8): set iff one of the tile's keys
+    is padding, whatever the layout (padding anywhere, lengths not multiples of 8)."""
+    rng = np.random.default_rng(seed)
+    s_len, size = int(rng.integers(1, 700)), int(rng.choice([64, 128]))
+    seg = rng.integers(0, 3, (2, s_len)) - 1  # -1: padding
+    seg[0, : s_len // 2] = 0  # a long run without padding
+    length = mosaic_fwd.round_up(s_len, 128) + 128
+    flags = np.asarray(mosaic_fwd.padding_windows(jnp.asarray(seg), -1, length, size))
+    assert flags.shape == (2, length // 8)
+    for b in range(2):
+        for j in range(length // 8):
+            assert flags[b, j] == (seg[b, 8 * j:8 * j + size] == -1).any(), (b, j)
 
 
 def test_backward_refuses_what_it_cannot_run():

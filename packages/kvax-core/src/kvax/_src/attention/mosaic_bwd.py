@@ -19,14 +19,16 @@ instead of the Triton kernels' 7, at the price of float32 additions in arrival o
 between reruns in its last bits; dK, dV do not).
 The accumulator is a `jax.new_ref` passed to the kernel (plgpu.kernel aliases refs in and out).
 
-NaN or Inf in the padding never leaks (a zero weight times NaN is NaN inside a product): Q's and
-dO's padding rows are zeroed in copies first; in masked tiles P^T and dS^T take the element rule,
-which hides V's padding (read only by dP^T), and each consumer zeroes its keys' padding rows of K
-in shared memory once, before any dQ product reads them. Zeroing the Q and dO tiles there too
-(the rare tiles that hold padding, behind a flag) cost more in the kernel (~1 ms a step at 64k)
-than their copies. Tiles past the end of the tokens come in by TMA as zeros and dK/dV rows past
-it are not stored, so only lengths that are not a multiple of 8 get padded copies. Tiles in
-[lower_full, upper_full) skip the element rule. Measured on an H100 in
+NaN or Inf in the padding never leaks (a zero weight times NaN is NaN inside a product): Q's padding
+rows come zeroed from the forward (mosaic_fwd's store_query: the consumers store the Q tiles they
+loaded, with no extra read) or in a copy, and dO's in a copy (fused with delta's); in masked tiles
+P^T and dS^T take the element rule, which hides V's padding (read only by dP^T), and each consumer
+zeroes its keys' padding rows of K in shared memory once, before any dQ product reads them. Zeroing
+the Q and dO tiles there too (the rare tiles that hold padding, behind a flag) cost more in the
+kernel than the copies, ~1 ms a step at 64k, and 2 ms on 8 documents when only the masked steps read
+the flag (docs/bench/h100-2026-11-24-padding). Tiles past the end of the tokens come in by TMA as
+zeros and dK/dV rows past it are not stored, so only lengths that are not a multiple of 8 get padded
+copies. Tiles in [lower_full, upper_full) skip the element rule. Measured on an H100 in
 docs/bench/h100-2026-11-23-mosaic-bwd and docs/bench/h100-2026-11-23-padding.
 """
 
@@ -41,7 +43,8 @@ from jax import lax
 from kvax._src.attention.blockwise import LOG2E
 from kvax._src.attention.mask import AttentionMask
 from kvax._src.attention.mosaic_fwd import (block_bounds, for_tma, load_layout, logit_factor,
-                                             mask_bounds, round_up, tiled_layout)
+                                             mask_bounds, round_up, tiled_layout,
+                                             zero_padding_rows)
 from kvax._src.attention.variant import MaskVariant
 
 HEAD_DIMS = (64, 128)  # dK and dV of 64 keys x 256 do not fit one warpgroup's registers
@@ -79,9 +82,11 @@ def supported(head_dim: int, dkdv_blocks: tuple[int, int], *, kv_len: int = 0,
 
 def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
              dkdv_mask: AttentionMask, *, variant: MaskVariant, pad_id: int,
-             logits_soft_cap: float | None = None, config: BackwardConfig | None = None):
+             logits_soft_cap: float | None = None, config: BackwardConfig | None = None,
+             query_padding_zeroed: bool = False):
     """(dq, dk, dv) in the inputs' dtype; lse [B, N, T] natural log (-inf on empty rows) and delta
-    [B, N, T] float32 as backends.py describes them."""
+    [B, N, T] float32 as backends.py describes them. query_padding_zeroed: q's padding rows are
+    0 already (the forward's store_query), so q needs no zeroed copy here."""
     import jax.experimental.pallas as pl
     import jax.experimental.pallas.mosaic_gpu as plgpu
 
@@ -106,7 +111,7 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
 
     q_live = (q_seg != pad_id)[:, :, None, None]
     zero = jnp.zeros((), dtype)
-    q = for_tma(jnp.where(q_live, q, zero))
+    q = for_tma(q if query_padding_zeroed else jnp.where(q_live, q, zero))
     dout = for_tma(jnp.where(q_live, dout.astype(dtype), zero))
     k, v = for_tma(k), for_tma(v)
     lse2 = jnp.where(jnp.isneginf(lse), jnp.inf, lse * LOG2E)  # log2 units; +inf gives P = 0
@@ -123,13 +128,6 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
     factors = jnp.stack([logit_factor(scale, cap), jnp.asarray(scale, jnp.float32)])
     row_layout = plgpu.Layout.WGMMA.reduce(1)
     col_layout = plgpu.Layout.WGMMA.reduce(0)
-
-    def zero_padding_rows(tile_ref, seg_r):
-        """Inside a consumer: a shared-memory tile's padding rows (seg_r: the rows' segment ids
-        in the row layout) set to 0."""
-        x = plgpu.load(tile_ref, layout=plgpu.Layout.WGMMA)
-        live = lax.broadcast_in_dim(seg_r != pad_id, x.shape, [0])
-        tile_ref[...] = jnp.where(live, x, jnp.zeros((), x.dtype))
 
     def kernel(q_ref, k_ref, v_ref, do_ref, stats_ref, qlay_ref, klay_ref, bounds_ref,
                factors_ref, dq_ref, dk_ref, dv_ref, scoped):
@@ -165,8 +163,7 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
             plgpu.barrier_wait(kv_ready.at[wg])
             # dQ reads both consumers' keys: the other's after its first dS^T arrival, so after
             # its zeroing too
-            zero_padding_rows(k_mine, k_seg_r)
-            plgpu.commit_smem()
+            zero_padding_rows(k_mine, k_seg_r, pad_id)
             plgpu.barrier_wait(kv_ready.at[1 - wg])
             plgpu.barrier_wait(kv_ready.at[2 + wg])
             k_cols = k_smem.at[:, pl.ds(wg * half, half)]

@@ -23,14 +23,15 @@ tile's softmax while that PV is in flight, FA3's order inside a warpgroup; there
 pass a turn to issue their products (one barrier each) instead of meeting twice a step, so their
 softmaxes may overlap.
 
-Q, K and V are not copied to whole tiles: a tile past the end of the tokens comes in by TMA as
-zeros and the output tile's rows past the end are not stored (TMA skips out-of-bounds rows); only
-lengths that are not a multiple of 8 (the shared-memory tiling's rows) get padded copies. The
-small position/segment-id layout is padded, with the padding segment id, so the rule hides those
-rows. V's padding rows are zeroed in a copy first (P = 0 times NaN is NaN; zeroing the streamed
-V tiles in the kernel would put a branch in every step, which cost the backward ~1 ms a step at
-64k when it tried that for Q and dO); NaN in Q's or K's padding only reaches logits the rule
-replaces. The residuals follow backends.py: the logsumexp in natural log, -inf on rows with
+Q, K and V are not copied to whole tiles: a tile past the end of the tokens comes in by TMA as zeros
+and the output tile's rows past the end are not stored (TMA skips out-of-bounds rows); only lengths
+that are not a multiple of 8 (the shared-memory tiling's rows) get padded copies. The small
+position/segment-id layout is padded, with the padding segment id, so the rule hides those rows. V's
+padding rows must be 0 where a product reads them (P = 0 times NaN is NaN): a tile that holds
+padding is never fully visible, so only the masked steps read a flag per tile (padding_windows) and,
+in the rare tiles that hold some, both consumers zero those rows in shared memory before their PV
+(the overlapped order zeroes them in a copy first); NaN in Q's or K's padding only reaches logits
+the rule replaces. The residuals follow backends.py: the logsumexp in natural log, -inf on rows with
 nothing to attend.
 """
 
@@ -105,6 +106,30 @@ def tiled_layout(pos, seg, length: int, pad_id: int):
     """[B, 2, length] int32 for the kernels: positions (0 past the end) and segment ids (pad_id
     past the end, so the element rule hides the tiles' padding)."""
     return jnp.stack([pad_tokens(pos, length, 0), pad_tokens(seg, length, pad_id)], 1)
+
+
+def padding_windows(seg, pad_id: int, length: int, size: int):
+    """[B, length / TMA_ROWS] int32 for the kernels: 1 where tokens [8j, 8j + size) hold
+    padding (seg == pad_id), 0 elsewhere and past the tokens (TMA reads zeros there)."""
+    pad = pad_tokens(seg == pad_id, round_up(seg.shape[1], TMA_ROWS), False)
+    groups = pad.reshape(seg.shape[0], -1, TMA_ROWS).any(axis=-1)
+    counts = jnp.pad(jnp.cumsum(groups, axis=1, dtype=jnp.int32), ((0, 0), (1, 0)))
+    starts = jnp.arange(0, length, TMA_ROWS) // TMA_ROWS
+    last = groups.shape[1]
+    return (counts[:, jnp.minimum(starts + size // TMA_ROWS, last)]
+            > counts[:, jnp.minimum(starts, last)]).astype(jnp.int32)
+
+
+def zero_padding_rows(tile_ref, seg_r, pad_id: int):
+    """Inside a consumer: a shared-memory tile's padding rows (seg_r: the rows' segment ids in
+    the row layout) set to 0. Both consumers may zero one tile at once: they write the same
+    values."""
+    import jax.experimental.pallas.mosaic_gpu as plgpu
+
+    x = plgpu.load(tile_ref, layout=plgpu.Layout.WGMMA)
+    live = lax.broadcast_in_dim(seg_r != pad_id, x.shape, [0])
+    tile_ref[...] = jnp.where(live, x, jnp.zeros((), x.dtype))
+    plgpu.commit_smem()
 
 
 def load_layout(lay_ref, batch, start, size: int, layout):
@@ -201,9 +226,11 @@ def lse_slots(items, t: int, rows: int):
 
 def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *,
             variant: MaskVariant, pad_id: int, config: MosaicConfig | None = None,
-            logits_soft_cap: float | None = None, sinks=None):
+            logits_soft_cap: float | None = None, sinks=None, store_query: bool = False):
     """(output [B, T, N, H] in q's dtype, logsumexp [B, N, T] float32 natural log); sinks [N] or
-    None; logits_soft_cap c turns the scaled logits x into c * tanh(x / c)."""
+    None; logits_soft_cap c turns the scaled logits x into c * tanh(x / c). store_query=True
+    appends q with its padding rows zeroed (for mosaic_bwd, which then needs no copy of its
+    own): each consumer stores the Q tile it loaded, so the copy costs no extra read."""
     import jax.experimental.pallas as pl
     import jax.experimental.pallas.mosaic_gpu as plgpu
 
@@ -225,12 +252,17 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
     items = programs(mask, config, t, s_len, doc_runs=doc_runs)
     num_items = items.shape[1]
 
-    kv_live = kv_seg != pad_id
-    v = jnp.where(kv_live[:, :, None, None], v, jnp.zeros((), v.dtype))
+    # V's padding rows must be 0 where a product reads them (P = 0 times NaN is NaN): the
+    # consumers zero them in shared memory in the masked tiles that hold some (a tile holding
+    # padding is never fully visible); the overlapped order zeroes them in a copy first
+    if config.overlap:
+        v = jnp.where((kv_seg != pad_id)[:, :, None, None], v, jnp.zeros((), v.dtype))
     q, k, v = for_tma(q), for_tma(k), for_tma(v)
     # a chunk's rows and keys may run up to a chunk past the tokens
     q_lay = tiled_layout(q_pos, q_seg, t_pad + rows, pad_id)
     k_lay = tiled_layout(kv_pos, kv_seg, s_pad + rows, pad_id)
+    k_pads = padding_windows(kv_seg, pad_id, s_pad + rows, block_kv)
+    q_pads = padding_windows(q_seg, pad_id, t_pad + rows, block_q)
     cap = logits_soft_cap
     qk_scale = logit_factor(scale, cap)
     fixed_m = capped_reference(cap, dtype)
@@ -240,8 +272,8 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
     row_layout = plgpu.Layout.WGMMA.reduce(1)
     col_layout = plgpu.Layout.WGMMA.reduce(0)
 
-    def kernel(q_ref, k_ref, v_ref, qlay_ref, klay_ref, items_ref, factors_ref, out_ref, lse_ref,
-               scoped):
+    def kernel(q_ref, k_ref, v_ref, qlay_ref, klay_ref, kpads_ref, qpads_ref, items_ref,
+               factors_ref, out_ref, lse_ref, qout_ref, scoped):
         batch = lax.axis_index("batch")
         head = lax.axis_index("heads")
         item = num_items - 1 - lax.axis_index("q_seq")  # later (heavier) blocks first
@@ -275,9 +307,18 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
             q_pos_r, q_seg_r = load_layout(qlay_ref, batch, q_start, block_q, row_layout)
             c = factors_ref[0]
             plgpu.barrier_wait(q_ready.at[wg])
+            if store_query:  # the tile, its padding rows zeroed, back out (programs whose rows
+                # overlap store the same values)
+                @pl.when(qpads_ref[batch, q_start // TMA_ROWS] != 0)
+                def _():
+                    zero_padding_rows(qo_smem, q_seg_r, pad_id)
+
+                plgpu.copy_smem_to_gmem(qo_smem, qout_ref.at[batch, pl.ds(q_start, block_q), head])
             if cap is None:  # online_softmax needs a positive factor: the sign goes into Q
                 @pl.when(c < 0)
                 def _():
+                    if store_query:
+                        plgpu.wait_smem_to_gmem(0, wait_read_only=True)
                     qo_smem[...] = -plgpu.load(qo_smem, layout=plgpu.Layout.WGMMA)
                     plgpu.commit_smem()
 
@@ -357,6 +398,7 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                 acc, m_i, l_i = carry
                 slot = lax.rem(i, stages)
                 k_layout = early_layout(i, slot, masked)
+                has_padding = kpads_ref[batch, key_start(i) // TMA_ROWS] if masked else None
                 s = qk(slot)
                 plgpu.barrier_arrive(k_free.at[slot])
                 m_new, alpha, p = online_softmax(slot, s, m_i, masked, k_layout)
@@ -367,6 +409,13 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                 acc, l_i, m_new, p16 = lax.optimization_barrier((acc, l_i, m_new, p16))
                 plgpu.barrier_arrive(schedule)
                 plgpu.barrier_wait(v_ready.at[slot])
+                if masked:
+                    @pl.when(has_padding != 0)
+                    def _():
+                        _, seg_r = load_layout(klay_ref, batch, key_start(i), block_kv,
+                                               row_layout)
+                        zero_padding_rows(v_smem.at[slot], seg_r, pad_id)
+
                 plgpu.barrier_wait(schedule)
 
                 def pv_scope(acc_ref):
@@ -483,6 +532,8 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
 
             @pl.when(whole)
             def _():
+                if store_query:
+                    plgpu.wait_smem_to_gmem(0, wait_read_only=True)
                 qo_smem[...] = acc.astype(dtype)
                 plgpu.commit_smem()
                 plgpu.copy_smem_to_gmem(qo_smem, out_ref.at[batch, pl.ds(q_start, block_q), head])
@@ -538,7 +589,9 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
             def _(i):
                 issue(i + stages, lax.rem(i, stages), True)
 
-    def entry(q_ref, k_ref, v_ref, qlay_ref, klay_ref, items_ref, factors_ref, out_ref, lse_ref):
+    def entry(*refs):
+        # inputs, then out, lse and with store_query the zeroed q
+        qout_ref = refs[11] if store_query else None
         tiled = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
         smem = [
             plgpu.SMEM((2, block_q, h), dtype, transforms=tiled),
@@ -553,23 +606,26 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                   plgpu.Barrier(num_barriers=stages) if config.layout_by_tma else None)
         freed = (plgpu.Barrier(num_arrivals=2, num_barriers=stages),) * 2
         pl.run_scoped(
-            lambda *scoped: kernel(q_ref, k_ref, v_ref, qlay_ref, klay_ref, items_ref,
-                                   factors_ref, out_ref, lse_ref, scoped),
+            lambda *scoped: kernel(*refs[:11], qout_ref, scoped),
             smem, loaded, freed,
             # the hand-overs: a rendezvous of both consumers, or with overlap one turn each
             plgpu.Barrier(num_barriers=2) if config.overlap else plgpu.Barrier(num_arrivals=2),
             collective_axes="wg")
 
-    out, lse = plgpu.kernel(
+    results = plgpu.kernel(
         entry,
         out_type=(jax.ShapeDtypeStruct(q.shape, dtype),
-                  jax.ShapeDtypeStruct((b, n, num_items * rows), jnp.float32)),
+                  jax.ShapeDtypeStruct((b, n, num_items * rows), jnp.float32))
+        + ((jax.ShapeDtypeStruct(q.shape, dtype),) if store_query else ()),
         grid=(n, num_items, b),
         grid_names=("heads", "q_seq", "batch"),
         num_threads=3,
         thread_name="wg",
         compiler_params=plgpu.CompilerParams(approx_math=True),
-    )(q, k, v, q_lay, k_lay, items, factors)
+    )(q, k, v, q_lay, k_lay, k_pads, q_pads, items, factors)
+    out, lse = results[0][:, :t], results[1]
     if doc_runs is None:  # program m's slot is rows [m * rows, (m + 1) * rows)
-        return out[:, :t], lse[:, :, :t]
-    return out[:, :t], jnp.take_along_axis(lse, lse_slots(items, t, rows)[:, None], axis=2)
+        lse = lse[:, :, :t]
+    else:
+        lse = jnp.take_along_axis(lse, lse_slots(items, t, rows)[:, None], axis=2)
+    return (out, lse) + ((results[2][:, :t],) if store_query else ())

@@ -52,10 +52,13 @@ def _attention(opts: Options, q, k, v, scale, sinks, q_pos, q_seg, kv_pos, kv_se
 
 
 def _attention_fwd(opts, q, k, v, scale, sinks, q_pos, q_seg, kv_pos, kv_seg, masks):
-    out, lse = _forward(opts, q, k, v, scale, sinks, q_pos, q_seg, kv_pos, kv_seg, masks[0])
+    # q_saved: the query as the backend's backward takes it (backends.Backend.forward_for_grad)
+    out, lse, q_saved = backends.get(opts.backend).forward_for_grad(
+        opts, q, k, v, scale, sinks, q_pos, q_seg, kv_pos, kv_seg, masks)
     out = checkpoint_name(out, REMAT_NAME)
     lse = checkpoint_name(lse, REMAT_NAME)
-    return (out, lse), (q, k, v, scale, sinks, q_pos, q_seg, kv_pos, kv_seg, masks, out, lse)
+    return (out, lse), (q_saved, k, v, scale, sinks, q_pos, q_seg, kv_pos, kv_seg, masks, out,
+                        lse)
 
 
 def _delta(out, dout, lse, dlse):
