@@ -261,8 +261,10 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
     # a chunk's rows and keys may run up to a chunk past the tokens
     q_lay = tiled_layout(q_pos, q_seg, t_pad + rows, pad_id)
     k_lay = tiled_layout(kv_pos, kv_seg, s_pad + rows, pad_id)
-    k_pads = padding_windows(kv_seg, pad_id, s_pad + rows, block_kv)
-    q_pads = padding_windows(q_seg, pad_id, t_pad + rows, block_q)
+    # the flags per tile start, built only where the kernel reads them (else a placeholder)
+    unread = jnp.zeros((b, 1), jnp.int32)
+    k_pads = unread if config.overlap else padding_windows(kv_seg, pad_id, s_pad + rows, block_kv)
+    q_pads = padding_windows(q_seg, pad_id, t_pad + rows, block_q) if store_query else unread
     cap = logits_soft_cap
     qk_scale = logit_factor(scale, cap)
     fixed_m = capped_reference(cap, dtype)
