@@ -1,5 +1,6 @@
-"""The Hopper backend ("mosaic": the Pallas Mosaic GPU forward; the Triton backward, or with
-deterministic=False the Mosaic GPU backward).
+"""The Hopper backend ("mosaic": the Pallas Mosaic GPU forward and backward, its dQ summed in
+fixed point by default or in float32 with deterministic=False; the Triton backward for the shapes
+the Mosaic one does not take).
 
 On any machine: the kernels lower for CUDA (Mosaic GPU's own passes run here, so kernel errors
 show in CI) for every variant, dtype, head dim and tile choice, and the backend refuses what it
@@ -120,16 +121,17 @@ BACKWARD_LOWERINGS = [
 ]
 
 
-def _training_step(h, dtype, variant, *, cap=None, sinks=False, t=1000, s=1000):
-    """(the gradients of q, k, v through both Mosaic kernels (deterministic=False), q, k) for
-    one document, its logsumexp in the loss too."""
+def _training_step(h, dtype, variant, *, cap=None, sinks=False, t=1000, s=1000,
+                   deterministic=False):
+    """(the gradients of q, k, v through both Mosaic kernels, q, k) for one document, its
+    logsumexp in the loss too."""
     q = jnp.zeros((1, t, 4, h), jnp.dtype(dtype))
     k = jnp.zeros((1, s, 2, h), jnp.dtype(dtype))
     layout = _one_document(t, s)
     masks = build_masks(*layout, fwd_params=FWD, bwd_params=BWD128, skip_pad_tokens=True,
                         variant=variant)
     opts = Options(sequential=False, backend="mosaic", fwd_params=FWD, bwd_params=BWD128,
-                   variant=variant, logits_soft_cap=cap, deterministic=False)
+                   variant=variant, logits_soft_cap=cap, deterministic=deterministic)
     sink_logits = jnp.zeros((4,), jnp.float32) if sinks else None
 
     def loss(q, k, v):
@@ -140,10 +142,11 @@ def _training_step(h, dtype, variant, *, cap=None, sinks=False, t=1000, s=1000):
 
 
 @pytest.mark.parametrize("h,dtype,variant,extra", BACKWARD_LOWERINGS)
-def test_backward_lowers_for_cuda(h, dtype, variant, extra):
-    """With deterministic=False the whole step is two Mosaic GPU kernels (forward, backward),
-    and the backward's shared memory fits."""
-    step, q, k = _training_step(h, dtype, variant, **extra)
+@pytest.mark.parametrize("deterministic", [True, False], ids=["fixed", "float"])
+def test_backward_lowers_for_cuda(h, dtype, variant, extra, deterministic):
+    """The whole step is two Mosaic GPU kernels (forward, backward), dQ summed in fixed point
+    (the default) or float32, and the backward's shared memory fits."""
+    step, q, k = _training_step(h, dtype, variant, deterministic=deterministic, **extra)
     text = jax.jit(step).trace(q, k, k).lower(lowering_platforms=("cuda",)).as_text()
     assert re.findall(r"stablehlo.custom_call @(\w+)", text) == ["mosaic_gpu_v2"] * 2
     _assert_hardware_tanh(text, extra)
@@ -258,6 +261,92 @@ def test_backward_refuses_what_it_cannot_run():
         q = jnp.zeros((1, 8, 2, 64), jnp.float32)
         layout = (jnp.zeros((1, 8), jnp.int32),) * 4
         flash_attention(q, q, q, *layout, deterministic="no")
+
+
+def _fixed_point_dq(seed, *, outlier_channel=False):
+    """The deterministic Mosaic backward's dQ arithmetic, emulated on a packed batch with large
+    logsumexp cotangents and rows of dO 1e6 apart: each 128-key tile's share of dQ (float32, as
+    the kernel's product gives it), scaled, rounded by to_fixed and summed as integers.
+    (integer sums [B, T, N, H], the shares' summed |values| in units, unscale, the exact dQ
+    without the softmax scale, the float32 sum in key order)."""
+    rng = np.random.default_rng(seed)
+    batch = packed_batch(seed, kv_len=301, num_heads=4, num_kv_heads=2, head_dim=64,
+                         poison_padding=True, num_docs=(2, 5))
+    seg, pos = batch.layout.query_segment_ids, batch.layout.query_positions
+    k = np.asarray(batch.key, np.float32)  # NaN and Inf in the padding
+    if outlier_channel:
+        k[..., 3] *= 300.0
+    live = seg != PADDING_SEGMENT_ID
+    allowed = ((seg[:, :, None] == seg[:, None, :]) & live[:, :, None]
+               & (pos[:, :, None] >= pos[:, None, :]))[:, :, None, :]  # [B, T, 1, S]
+    real = lambda x: np.where(live[..., None, None], np.asarray(x, np.float64), 0.0)
+    q, kk, vv = real(batch.query), real(k).repeat(2, axis=2), real(batch.value).repeat(2, axis=2)
+    with np.errstate(all="ignore"):  # rows with nothing to attend
+        logits = np.where(allowed, np.einsum("btnh,bsnh->btns", q, kk) * 0.125, -np.inf)
+        top = logits.max(-1, keepdims=True)
+        lse = np.log(np.sum(np.exp(logits - top), -1)) + top[..., 0]
+        p = np.where(allowed, np.exp(logits - lse[..., None]), 0.0)
+    dout = real(rng.standard_normal(q.shape) * 10.0 ** rng.uniform(-3, 3, q.shape[:3] + (1,)))
+    dlse = rng.standard_normal(lse.shape) * 30.0  # the logsumexp's cotangent, in delta
+    delta = np.einsum("btnh,btnh->btn", dout, np.einsum("btns,bsnh->btnh", p, vv)) - dlse
+    delta = np.where(live[..., None], delta, 0.0)
+    ds = p * (np.einsum("btnh,bsnh->btns", dout, vv) - delta[..., None])
+    shares = np.stack([np.einsum("btns,bsnh->btnh", ds[..., j:j + 128], kk[:, j:j + 128])
+                       for j in range(0, ds.shape[-1], 128)]).astype(np.float32)
+    bnt = lambda x: jnp.asarray(np.swapaxes(x, 1, 2), jnp.float32)
+    scale, unscale = mosaic_bwd.fixed_point_scales(
+        jnp.asarray(dout, jnp.float32), jnp.asarray(k), jnp.asarray(batch.value),
+        jnp.asarray(batch.layout.kv_segment_ids), bnt(delta),
+        bnt(np.where(live[..., None], lse, -np.inf)), PADDING_SEGMENT_ID)
+    row = lambda x: np.swapaxes(np.asarray(x), 1, 2)[..., None]  # [B, N, T] -> [B, T, N, 1]
+    y = shares * row(scale)
+    ints = np.stack([np.asarray(mosaic_bwd.to_fixed(jnp.asarray(x))) for x in y])
+    np.testing.assert_array_less(np.abs(ints - y.astype(np.float64)), 0.5 + 1e-9)  # nearest
+    in_key_order = shares[0]
+    for x in shares[1:]:
+        in_key_order = in_key_order + x  # float32 sums in one arrival order
+    return (ints.astype(np.int64).sum(0), np.abs(y.astype(np.float64)).sum(0), row(unscale),
+            np.einsum("btns,bsnh->btnh", ds, kk), in_key_order)
+
+
+@pytest.mark.parametrize("outlier_channel", [False, True], ids=["normal", "outliers"])
+@pytest.mark.parametrize("seed", range(3))
+def test_fixed_point_dq_error_is_far_below_bfloat16_rounding(seed, outlier_channel):
+    """The deterministic dQ's integers cannot overflow int32 (the bound holds, here with large
+    logsumexp cotangents, dO rows 1e6 apart, and a K channel 300x the others), and dQ's error is
+    within 16x float32's own summation error (0.2 ppm here), or with the outlier channel, whose
+    scale the row's shares take, within 2^-16 (bfloat16's rounding is 2^-9; measured 3 ppm)."""
+    total, magnitude, unscale, exact, float32 = _fixed_point_dq(seed,
+                                                                outlier_channel=outlier_channel)
+    assert magnitude.max() < 2**30 and np.abs(total).max() < 2**30
+    assert magnitude.max() > 2**27  # the bound is not so loose that the integers go unused
+    assert np.all(np.isfinite(unscale))
+    err = lambda x: np.linalg.norm(x - exact) / np.linalg.norm(exact)
+    fixed = err(total * unscale)
+    assert fixed < (2**-16 if outlier_channel else 16 * max(err(float32), 2**-24)), fixed
+
+
+def test_fixed_point_dq_unscale_is_nan_where_float32_would_be():
+    """NaN logsumexp or delta, or NaN in a real key: unscale NaN there (dQ NaN, never a finite
+    wrong number); NaN and Inf in the padding keys: finite."""
+    b, t, n, h = 1, 6, 2, 8
+    seg = jnp.asarray([[0, 0, 1, 1, PADDING_SEGMENT_ID, PADDING_SEGMENT_ID]])
+    k = np.ones((b, t, 1, h), np.float32)
+    k[0, 4, 0, 0], k[0, 5, 0, 1] = np.nan, np.inf  # padding
+    dout = jnp.ones((b, t, n, h), jnp.float32)
+    delta, lse = np.zeros((b, n, t), np.float32), np.zeros((b, n, t), np.float32)
+    lse[0, 1, 2], delta[0, 0, 3] = np.nan, np.nan
+
+    def unscale(k):
+        return np.asarray(mosaic_bwd.fixed_point_scales(dout, jnp.asarray(k), jnp.asarray(k),
+                                                        seg, jnp.asarray(delta),
+                                                        jnp.asarray(lse),
+                                                        PADDING_SEGMENT_ID)[1])
+
+    bad = np.isnan(unscale(k))
+    assert bad[0, 1, 2] and bad[0, 0, 3] and bad.sum() == 2
+    k[0, 1, 0, 2] = np.nan  # a real key
+    assert np.isnan(unscale(k)).all()
 
 
 # --- on a Hopper GPU ---------------------------------------------------------------------------
@@ -454,34 +543,48 @@ def test_deterministic_and_padding_exact():
     _assert_bitwise_and_padding_exact(_batch(CASES[0], 6))
 
 
-def _assert_bitwise_and_padding_exact(batch):
+def _assert_bitwise_and_padding_exact(batch, bwd=BWD):
     """Two default steps on batch (NaN/Inf in its padding): bitwise equal, finite, and exactly
-    0 output and dQ on the padding rows."""
+    0 output and gradients on the padding rows."""
     pad = batch.layout.query_segment_ids == PADDING_SEGMENT_ID
-    first, again = _two_runs(attention(FWD, BWD, 0.1), batch)
+    kv_pad = batch.layout.kv_segment_ids == PADDING_SEGMENT_ID
+    first, again = _two_runs(attention(FWD, bwd, 0.1), batch)
     for a, b in zip(first, again):
         np.testing.assert_array_equal(a, b)
-    assert pad.any()
+    assert pad.any() and kv_pad.any()
     for x in first:
         assert np.all(np.isfinite(x))
     assert np.all(first[0][pad] == 0) and np.all(first[1][pad] == 0)
+    assert np.all(first[2][kv_pad] == 0) and np.all(first[3][kv_pad] == 0)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("case", [CASES[0], CASES[5]], ids=_case_id)
+def test_mosaic_backward_deterministic_and_padding_exact(case):
+    """The default (deterministic) Mosaic backward, dQ summed in fixed point: bitwise reruns,
+    exact zeros on the padding."""
+    _assert_bitwise_and_padding_exact(_batch(case, 8), bwd=BWD128)
 
 
 @pytest.mark.gpu
 @hopper
 @pytest.mark.parametrize("variant", VARIANTS, ids=_variant_id)
 @pytest.mark.parametrize("case", [CASES[0], CASES[1], CASES[5]], ids=_case_id)
-def test_mosaic_backward_matches_reference(variant, case):
-    """deterministic=False: the Mosaic backward (head dims 64 and 128, 128x64 dK/dV blocks)."""
-    _assert_matches(case, variant, bwd=BWD128, deterministic=False)
+@pytest.mark.parametrize("deterministic", [True, False], ids=["fixed", "float"])
+def test_mosaic_backward_matches_reference(variant, case, deterministic):
+    """The Mosaic backward (head dims 64 and 128, 128x64 dK/dV blocks), its dQ summed in fixed
+    point (the default) or in float32 (deterministic=False)."""
+    _assert_matches(case, variant, bwd=BWD128, deterministic=deterministic)
 
 
 @pytest.mark.gpu
 @hopper
 @pytest.mark.parametrize("case", [CASES[2], CASES[3], CASES[4]], ids=_case_id)
-def test_mosaic_backward_other_shapes(case):
+@pytest.mark.parametrize("deterministic", [True, False], ids=["fixed", "float"])
+def test_mosaic_backward_other_shapes(case, deterministic):
     """Decode and MQA, head dim 256 (which keeps the Triton backward), one global document."""
-    _assert_matches(case, {}, bwd=BWD128, deterministic=False)
+    _assert_matches(case, {}, bwd=BWD128, deterministic=deterministic)
 
 
 @pytest.mark.gpu

@@ -395,23 +395,23 @@ def test_kvax_nn_runs_sharded_under_attention_specs(fake_mesh, mesh_device_count
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=2e-5, rtol=2e-5)
 
 
-@pytest.mark.parametrize("permute,deterministic", [(False, True), ("striped", True),
-                                                   ("striped", False)],
-                         ids=["in-order", "striped", "striped-nondeterministic"])
-def test_hopper_tiles_under_context_parallelism(permute, deterministic, fake_mesh,
+@pytest.mark.parametrize("permute,deterministic,dkdv_keys", [
+    (False, True, 64), ("striped", True, 64), ("striped", True, 128), ("striped", False, 128)],
+    ids=["in-order", "striped", "striped-fixed-point", "striped-nondeterministic"])
+def test_hopper_tiles_under_context_parallelism(permute, deterministic, dkdv_keys, fake_mesh,
                                                mesh_device_count):
     """bf16, head dim 128, 128x128 forward blocks: on Hopper GPUs each shard's "auto" runs the
-    Mosaic forward, and with deterministic=False and 128x64 dK/dV blocks the Mosaic backward
-    (elsewhere the kernels or the pure-JAX path); checked against kvax-testing's float64
-    reference with the baseline-tied tolerance, NaN and Inf in the padding."""
+    Mosaic forward, and with 128x64 dK/dV blocks the Mosaic backward, its dQ in fixed point or
+    (deterministic=False) float32; 64x64 blocks keep the Triton backward (elsewhere the kernels
+    or the pure-JAX path). Checked against kvax-testing's float64 reference with the
+    baseline-tied tolerance, NaN and Inf in the padding."""
     from kvax_testing import check_attention
 
     devices = min(mesh_device_count, 8)
     if devices < 2 or devices % 2:
         pytest.skip(f"context parallelism here needs an even number of devices, have {devices}")
     fwd = FlashAttentionParamsConfig(query_block_size=128, kv_block_size=128)
-    bwd = FlashAttentionParamsConfig(query_block_size=64,
-                                     kv_block_size=64 if deterministic else 128)
+    bwd = FlashAttentionParamsConfig(query_block_size=64, kv_block_size=dkdv_keys)
     batch = packed_batch(31 + bool(permute), batch=1, kv_len=256 * devices, num_heads=4,
                          num_kv_heads=2, head_dim=128, num_docs=(3, 7), pad_tokens=(40, 90),
                          dtype="bfloat16", poison_padding=True)

@@ -231,9 +231,9 @@ def flash_attention(
     Returns [B, T, N, Hv] in the inputs' dtype, or with return_residual=True (output, logsumexp
     [B, T, N] float32): the natural log of each row's softmax denominator, sinks included, -inf
     on rows with nothing to attend. Differentiable in query, key, value, scale, sinks (and
-    through the logsumexp too). `deterministic=False` lets the Hopper backend ("mosaic") take its
-    faster backward, which adds dQ's partial sums in arrival order (dQ may differ in its last bits
-    between reruns; head dims 64 and 128); by default every backward gives bitwise-equal reruns.
+    through the logsumexp too). By default every backward gives bitwise-equal reruns (the Hopper
+    backend sums dQ's partial sums in fixed point); `deterministic=False` lets it add them in
+    float32 in arrival order, 4-6% faster (dQ may then differ in its last bits between reruns).
     With context parallelism (kvax-dist), `permute_tokens_for_load_balance` says how the tokens
     were permuted: True or "chunks" (Llama 3, the original's), "striped" (balanced for any
     document layout), False (not permuted).

@@ -110,11 +110,12 @@ class TritonBackend(Backend):
 
 class MosaicBackend(TritonBackend):
     """Hopper: the forward in Pallas Mosaic GPU (mosaic_fwd.py: TMA, warp-specialised producer
-    and two ping-ponging consumer warpgroups), the backward in Triton (deterministic), or with
-    `deterministic=False` in Mosaic GPU with dQ by TMA reduce-add (mosaic_bwd.py; head dims 64
-    and 128, dK/dV mask blocks of multiples of 128 x 64; other calls keep the Triton one).
-    bfloat16/float16, head dims 64, 128 and 256 (equal for keys and values), forward mask blocks
-    of multiples of 128 x 64; other calls fall through to triton."""
+    and two ping-ponging consumer warpgroups), the backward too (mosaic_bwd.py, dQ by TMA
+    reduce-add: summed in fixed point, bitwise-equal reruns, or with `deterministic=False` in
+    float32; head dims 64 and 128, dK/dV mask blocks of multiples of 128 x 64; other calls keep
+    the deterministic Triton backward). bfloat16/float16, head dims 64, 128 and 256 (equal for
+    keys and values), forward mask blocks of multiples of 128 x 64; other calls fall through to
+    triton."""
 
     name = "mosaic"
 
@@ -160,11 +161,11 @@ class MosaicBackend(TritonBackend):
 
     @staticmethod
     def _mosaic_backward(opts, q, k, v, dkdv_blocks: tuple[int, int]) -> bool:
-        """Whether the backward is the Mosaic one (deterministic=False and a shape it takes)."""
+        """Whether the backward is the Mosaic one (a shape it takes)."""
         from kvax._src.attention import mosaic_bwd
 
-        return not opts.deterministic and mosaic_bwd.supported(
-            q.shape[-1], dkdv_blocks, kv_len=k.shape[1], value_dim=v.shape[-1]) is None
+        return mosaic_bwd.supported(q.shape[-1], dkdv_blocks, kv_len=k.shape[1],
+                                    value_dim=v.shape[-1]) is None
 
     def forward_for_grad(self, opts, q, k, v, scale, sinks, q_pos, q_seg, kv_pos, kv_seg,
                          masks):
@@ -199,7 +200,8 @@ class MosaicBackend(TritonBackend):
                                    dout, dkdv_mask, variant=opts.variant,
                                    pad_id=PADDING_SEGMENT_ID,
                                    logits_soft_cap=opts.logits_soft_cap,
-                                   query_padding_zeroed=True)
+                                   query_padding_zeroed=True,
+                                   deterministic=opts.deterministic)
 
 
 _REGISTRY: dict[str, tuple[int, Backend]] = {}

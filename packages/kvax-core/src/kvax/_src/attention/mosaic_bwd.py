@@ -1,10 +1,10 @@
-"""Hopper backward in Pallas Mosaic GPU with dQ accumulated by TMA reduce-add (non-deterministic).
+"""Hopper backward in Pallas Mosaic GPU, dQ accumulated by TMA reduce-add.
 
-Taken when the caller passes `deterministic=False` (the default backward is the Triton one, whose
-reruns are bitwise equal). One program per (kv head, 128 keys, batch row), three warpgroups: a
-producer streams (Q, dO, logsumexp, delta) tiles of the query blocks our dK/dV block mask visits,
-for each query head of the kv head's group in turn; two consumers own 64 keys each and keep dK
-and dV in registers across the group (GQA summed there). Per tile and consumer:
+The default backward on Hopper for the shapes it takes (head dims 64 and 128, dK/dV mask blocks of
+multiples of 128 keys x 64 queries). One program per (kv head, 128 keys, batch row), three
+warpgroups: a producer streams (Q, dO, logsumexp, delta) tiles of the query blocks our dK/dV block
+mask visits, for each query head of the kv head's group in turn; two consumers own 64 keys each
+and keep dK and dV in registers across the group (GQA summed there). Per tile and consumer:
 
     S^T = K Q^T and dP^T = V dO^T          issued together; the exponentials overlap dP^T
     P^T = exp(S^T - lse), dS^T = P^T (dP^T - delta)     (soft cap: times 1 - tanh^2)
@@ -14,9 +14,12 @@ and dV in registers across the group (GQA summed there). Per tile and consumer:
     dK += dS^T Q                            from registers
 
 issued in that order (FA3's): the dQ half goes through shared memory, while dK's product runs,
-into a float32 accumulator in global memory by TMA reduce-add. 5 products per (query, key) pair
-instead of the Triton kernels' 7, at the price of float32 additions in arrival order (dQ differs
-between reruns in its last bits; dK, dV do not).
+into an accumulator in global memory by TMA reduce-add. 5 products per (query, key) pair instead
+of the Triton kernels' 7. The programs' dQ shares arrive in any order, and float32 additions
+depend on it; so by default (deterministic) each share is scaled by a power of two per query row
+and rounded to int32 (to_fixed, fixed_point_scales), and integer sums give bitwise-equal reruns.
+With deterministic=False the shares are added in float32 (4-6% faster; dQ differs between reruns
+in its last bits). dK and dV are bitwise equal across reruns either way.
 The accumulator is a `jax.new_ref` passed to the kernel (plgpu.kernel aliases refs in and out).
 
 NaN or Inf in the padding never leaks (a zero weight times NaN is NaN inside a product): Q's padding
@@ -38,6 +41,7 @@ import dataclasses
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from kvax._src.attention.blockwise import LOG2E
@@ -48,6 +52,14 @@ from kvax._src.attention.mosaic_fwd import (block_bounds, for_tma, load_layout, 
 from kvax._src.attention.variant import MaskVariant
 
 HEAD_DIMS = (64, 128)  # dK and dV of 64 keys x 256 do not fit one warpgroup's registers
+
+# The deterministic dQ: sums of integers do not depend on their order. Each program's share of
+# dQ, times a power of two fixed per row (fixed_point_scales), is rounded to int32 and summed by
+# TMA reduce-add into an int32 array. Two int32 parts (a 64-bit sum) doubled the
+# reduce-add traffic and the backward's time: dQ's reduce-adds run at the memory system's limit.
+FIXED_BITS = 30  # twice a bound on a row's sum of |shares|, scaled, stays below 2^30 (int32: 2^31)
+MAGIC = 1.5 * 2**23  # x + MAGIC for |x| < 2^22: round(x) in the low mantissa bits
+SPLIT = 15  # to_fixed rounds y / 2^15 and the rest, each within MAGIC's range
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,13 +92,62 @@ def supported(head_dim: int, dkdv_blocks: tuple[int, int], *, kv_len: int = 0,
     return None
 
 
+def to_fixed(y):
+    """float32 y (|y| < 2^31) rounded to the nearest int32, without float-to-int conversions
+    (1/4 of the float rate): y / 2^SPLIT and the rest are each rounded by adding MAGIC, whose
+    last mantissa bit is worth 1, and read as integers. y - hi * 2^SPLIT is exact in float32
+    (y's own low bits)."""
+    magic_bits = int(np.float32(MAGIC).view(np.int32))
+    hi_r = y * (1.0 / 2**SPLIT) + MAGIC
+    lo_r = (y - (hi_r - MAGIC) * float(2**SPLIT)) + MAGIC
+    hi, lo = (lax.bitcast_convert_type(r, jnp.int32) - magic_bits for r in (hi_r, lo_r))
+    return hi * (2**SPLIT) + lo
+
+
+def fixed_point_scales(dout, k, v, kv_seg, delta, lse, pad_id: int):
+    """(scale, unscale), [B, N, T] float32 powers of two, for the deterministic dQ: the kernel
+    multiplies each program's share of dQ's row t (the sum over its keys of dS_ts K_s, before
+    the softmax scale) by scale[t] and rounds it to integers; dQ is their sums times unscale.
+
+    The scale comes from a bound on the sum of |shares| of any element of the row:
+        sum_s |dS_ts K_sh| <= max|K| sum_s P_ts |dP_ts - delta_t|
+                           <= max|K| (|dO_t| max_s |V_s| + |delta_t|)
+    (sum_s P_ts <= 1, |dP_ts| = |dO_t . V_s| <= |dO_t| |V_s|; a soft cap's factor 1 - tanh^2
+    is <= 1), the maxima over the batch row's real keys of the kv head. Twice the bound, scaled,
+    stays below 2^FIXED_BITS, so the int32 sums cannot overflow, and each share is rounded to
+    2^-28 of the bound or finer (tested against float32 sums in test_mosaic.py). A scale per
+    column too (K's channels differ) cost the backward 10%: its products spilled registers.
+    unscale is NaN where the float32 sums would be NaN (NaN logsumexp or delta; a non-finite
+    bound, from NaN or Inf in the real keys or dO, or one past 2^90): never a finite wrong
+    number.
+
+    dout: padding rows zeroed; delta and lse as the kernel reads them ([B, N, T])."""
+    group = dout.shape[2] // k.shape[2]
+    live = (kv_seg != pad_id)[:, :, None, None]
+    k_max = jnp.max(jnp.where(live, jnp.abs(k.astype(jnp.float32)), 0.0), axis=(1, 3))
+    v_norm2 = jnp.sum(jnp.square(v.astype(jnp.float32)), axis=3)
+    v_max = jnp.sqrt(jnp.max(jnp.where(live[..., 0], v_norm2, 0.0), axis=1))  # [B, Nk]
+    do_norm = jnp.sqrt(jnp.einsum("btnd,btnd->bnt", dout, dout,
+                                  preferred_element_type=jnp.float32))
+    per_head = lambda x: jnp.repeat(x, group, axis=1)[:, :, None]  # [B, Nk] -> [B, N, 1]
+    bound = 2.0 * per_head(k_max) * (do_norm * per_head(v_max) + jnp.abs(delta))
+    # 2^e bound <= 2^FIXED_BITS; e is kept in [-60, 120] (float32's range): above 120 (a bound
+    # near 0) a smaller scale is safe, below -60 (a bound past 2^90) it is not
+    e = FIXED_BITS - jnp.ceil(jnp.log2(bound))
+    bad = ~(e >= -60.0) | jnp.isnan(delta) | jnp.isnan(lse)
+    e = jnp.where(jnp.isnan(e), 0.0, jnp.clip(e, -60.0, 120.0))
+    return jnp.exp2(e), jnp.where(bad, jnp.nan, jnp.exp2(-e))
+
+
 def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
              dkdv_mask: AttentionMask, *, variant: MaskVariant, pad_id: int,
              logits_soft_cap: float | None = None, config: BackwardConfig | None = None,
-             query_padding_zeroed: bool = False):
+             query_padding_zeroed: bool = False, deterministic: bool = False):
     """(dq, dk, dv) in the inputs' dtype; lse [B, N, T] natural log (-inf on empty rows) and delta
     [B, N, T] float32 as backends.py describes them. query_padding_zeroed: q's padding rows are
-    0 already (the forward's store_query), so q needs no zeroed copy here."""
+    0 already (the forward's store_query), so q needs no zeroed copy here. deterministic: dQ
+    summed in fixed point (to_fixed, fixed_point_scales), bitwise equal across reruns, instead
+    of float32 in arrival order."""
     import jax.experimental.pallas as pl
     import jax.experimental.pallas.mosaic_gpu as plgpu
 
@@ -112,13 +173,19 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
     q_live = (q_seg != pad_id)[:, :, None, None]
     zero = jnp.zeros((), dtype)
     q = for_tma(q if query_padding_zeroed else jnp.where(q_live, q, zero))
-    dout = for_tma(jnp.where(q_live, dout.astype(dtype), zero))
-    k, v = for_tma(k), for_tma(v)
+    dout = jnp.where(q_live, dout.astype(dtype), zero)
+    fixed_point = (dout, k, v) if deterministic else None  # the unpadded arrays
+    dout, k, v = for_tma(dout), for_tma(k), for_tma(v)
     lse2 = jnp.where(jnp.isneginf(lse), jnp.inf, lse * LOG2E)  # log2 units; +inf gives P = 0
     # delta's reduction over dO * O stays its own fusion: fused into the stacking below, XLA
     # ran it 4.5x slower (1.65 ms a step at 64k x 32 heads on an H100, tools/dev/profile_step.py)
     lse2, delta = lax.optimization_barrier((lse2, delta.astype(jnp.float32)))
-    stats = jnp.stack([lse2, delta], axis=2)  # [B, N, 2, T]
+    rows = [lse2, delta]
+    if deterministic:
+        fixed_scale, fixed_unscale = fixed_point_scales(*fixed_point, kv_seg, delta, lse,
+                                                        pad_id)
+        rows.append(fixed_scale)
+    stats = jnp.stack(rows, axis=2)  # [B, N, 2 or 3, T]
     stats = jnp.pad(stats, ((0, 0), (0, 0), (0, 0), (0, t_pad - t)))
     stats = stats.at[:, :, 0, t:].set(jnp.inf)
     q_lay = tiled_layout(q_pos, q_seg, t_pad, pad_id)
@@ -229,13 +296,18 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
                     plgpu.wgmma(dk_acc, ds_t, q_smem.at[slot])
                     dq = plgpu.wgmma_accumulator_load(dq_acc, wait_n=1)
                     plgpu.wait_smem_to_gmem(0, wait_read_only=True)  # the last add read it
-                    dq_smem.at[wg][...] = dq * sc
+                    dst = (batch, pl.ds(qt * block_q, block_q), head, pl.ds(wg * half, half))
+                    if not deterministic:
+                        dq_smem.at[wg][...] = dq * sc
+                        plgpu.commit_smem()
+                        plgpu.copy_smem_to_gmem(dq_smem.at[wg], dq_ref.at[dst],
+                                                reduction_op="add")
+                        return
+                    scale_r = plgpu.load(st_smem.at[slot, 2], layout=row_layout)
+                    dq_smem.at[wg][...] = to_fixed(
+                        dq * lax.broadcast_in_dim(scale_r, (block_q, half), [0]))
                     plgpu.commit_smem()
-                    plgpu.copy_smem_to_gmem(
-                        dq_smem.at[wg],
-                        dq_ref.at[batch, pl.ds(qt * block_q, block_q), head,
-                                  pl.ds(wg * half, half)],
-                        reduction_op="add")
+                    plgpu.copy_smem_to_gmem(dq_smem.at[wg], dq_ref.at[dst], reduction_op="add")
 
                 dv, dk, _ = pl.run_state(grad_scope)(
                     (plgpu.ACC.init(dv), plgpu.ACC.init(dk),
@@ -291,14 +363,17 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
               dq_ref, dk_ref, dv_ref):
         f32_tiled = (plgpu.TilingTransform((8, min(32, half))),
                      plgpu.SwizzleTransform(min(128, half * 4)))
+        dq_tiles = plgpu.SMEM((2, block_q, half), jnp.int32 if deterministic else jnp.float32,
+                              transforms=f32_tiled)
         smem = (
             plgpu.SMEM((stages, block_q, h), dtype, transforms=tiled),  # Q
             plgpu.SMEM((stages, block_q, h), dtype, transforms=tiled),  # dO
-            plgpu.SMEM((stages, 2, block_q), jnp.float32),  # logsumexp (log2), delta
+            # logsumexp (log2), delta, and for the deterministic dQ its scale
+            plgpu.SMEM((stages, stats.shape[2], block_q), jnp.float32),
             plgpu.SMEM((keys, h), dtype, transforms=tiled),  # K, then dK
             plgpu.SMEM((2, keys_per_wg, h), dtype, transforms=tiled),  # V, then dV
             plgpu.SMEM((2, keys, block_q), dtype, transforms=tiled),  # dS^T, two steps
-            plgpu.SMEM((2, block_q, half), jnp.float32, transforms=f32_tiled),  # dQ halves
+            dq_tiles,  # dQ halves, float32 or (deterministic) fixed-point parts
         )
         pl.run_scoped(
             lambda *scoped: kernel(q_ref, k_ref, v_ref, do_ref, stats_ref, qlay_ref, klay_ref,
@@ -308,7 +383,7 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
             plgpu.Barrier(num_arrivals=2, num_barriers=2), plgpu.Barrier(num_arrivals=2),
             collective_axes="wg")
 
-    dq_acc = jax.new_ref(jnp.zeros(q.shape, jnp.float32))
+    dq_acc = jax.new_ref(jnp.zeros(q.shape, jnp.int32 if deterministic else jnp.float32))
     dk, dv = plgpu.kernel(
         entry,  # refs: the inputs with dq_acc last (aliased in and out), then dk and dv
         out_type=(jax.ShapeDtypeStruct(k.shape, dtype), jax.ShapeDtypeStruct(k.shape, dtype)),
@@ -318,4 +393,7 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
         thread_name="wg",
         compiler_params=plgpu.CompilerParams(approx_math=True),
     )(q, k, v, dout, stats, q_lay, k_lay, bounds, factors, dq_acc)
-    return dq_acc[...][:, :t].astype(dtype), dk[:, :s_len], dv[:, :s_len]
+    dq = dq_acc[...][:, :t]
+    if deterministic:
+        dq = dq.astype(jnp.float32) * (jnp.swapaxes(fixed_unscale, 1, 2)[..., None] * scale)
+    return dq.astype(dtype), dk[:, :s_len], dv[:, :s_len]

@@ -1,0 +1,108 @@
+"""The deterministic Mosaic backward (dQ summed in fixed point) against the Triton one it
+replaces as the default and against deterministic=False (float32 reduce-add), on a Hopper GPU, in
+one process: forward+backward per layout, compiled first, then --rounds rounds in turn. Also
+checks that two runs of each deterministic configuration are bitwise equal, and prints dQ's
+largest difference from the float32 reduce-add's.
+
+    python tools/dev/spike_det_bwd.py [--layouts lognormal,docs8,short] [--rounds 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from unittest import mock
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from measure import in_turns  # noqa: E402
+from workloads import Workload, inputs  # noqa: E402
+
+LAYOUTS = {
+    "lognormal": Workload(65536, num_pad_tokens=1000, doc_median=1100, ids="shuffled"),
+    "short": Workload(65536, num_pad_tokens=1000, doc_median=190, ids="shuffled"),
+    "docs8": Workload(65536, num_segments=8, num_pad_tokens=2000),
+    "causal1": Workload(65536),
+}
+CONFIGS = {  # name: (deterministic, the Triton backward for deterministic calls)
+    "triton det": (True, True),
+    "mosaic det": (True, False),
+    "mosaic nondet": (False, False),
+}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--layouts", default="lognormal,docs8,short")
+    parser.add_argument("--configs", default=",".join(CONFIGS))
+    args = parser.parse_args()
+    import jax
+    import jax.numpy as jnp
+
+    import kvax
+    from kvax._src.attention import backends
+
+    chooser = backends.MosaicBackend._mosaic_backward
+
+    def triton_when_deterministic(opts, *a):
+        return not opts.deterministic and chooser(opts, *a)
+
+    runs, flops, results = {}, {}, {}
+    for layout in args.layouts.split(","):
+        w = LAYOUTS[layout]
+        q, k, v, pos, seg = inputs(w)
+        q, k, v = (jnp.asarray(x, jnp.bfloat16) for x in (q, k, v))
+        pos, seg = jnp.asarray(pos), jnp.asarray(seg)
+        flops[layout] = 3.5 * 4 * w.allowed_pairs() * w.num_heads * w.head_dim
+        masks = kvax.ops.create_attention_mask(pos, seg, pos, seg, calc_bwd_mask=True)
+        for name in args.configs.split(","):
+            deterministic, triton = CONFIGS[name]
+            patch = mock.patch.object(backends.MosaicBackend, "_mosaic_backward",
+                                      staticmethod(triton_when_deterministic))
+            if triton:
+                patch.start()
+            jax.clear_caches()
+
+            def attn(q, k, v, deterministic=deterministic):
+                return kvax.ops.flash_attention(q, k, v, pos, seg, pos, seg, mask=masks,
+                                                scale=w.head_dim ** -0.5,
+                                                deterministic=deterministic)
+
+            grad = jax.grad(lambda q, k, v: jnp.sum(attn(q, k, v).astype(jnp.float32)),
+                            argnums=(0, 1, 2))
+            exe = jax.jit(grad).lower(q, k, v).compile()
+            if triton:
+                patch.stop()
+            runs[(layout, name)] = {"f+b": lambda exe=exe, q=q, k=k, v=v: exe(q, k, v)}
+            first = [np.asarray(x.astype(jnp.float32)) for x in exe(q, k, v)]
+            again = [np.asarray(x.astype(jnp.float32)) for x in exe(q, k, v)]
+            same = all(np.array_equal(a, b) for a, b in zip(first, again))
+            results[(layout, name)] = first
+            print(f"compiled {layout} {name}: reruns bitwise equal {same}, "
+                  f"finite {all(np.isfinite(x).all() for x in first)}", flush=True)
+        ref = results.get((layout, "mosaic nondet"))
+        for name in args.configs.split(","):
+            if ref is not None:
+                diffs = [float(np.max(np.abs(a - b))) for a, b in zip(results[(layout, name)],
+                                                                      ref)]
+                scale = [float(np.max(np.abs(b))) for b in ref]
+                print(f"  {layout} {name}: max |d - nondet| dq {diffs[0]:.3g} dk {diffs[1]:.3g} "
+                      f"dv {diffs[2]:.3g} (max |dq| {scale[0]:.3g})", flush=True)
+        results.clear()
+
+    times = in_turns(runs, args.rounds, args.repeats, label="/".join)
+    print(f"\nmedian of {args.rounds} rounds: f+b ms (TF/s, against `triton det`)")
+    for (layout, name), t in times.items():
+        ms = np.median(t["f+b"])
+        base = times.get((layout, "triton det"), t)
+        print(f"{layout:10s} {name:14s} {ms:7.2f} ({flops[layout] / ms / 1e9:4.0f}, "
+              f"{ms / np.median(base['f+b']) - 1:+.1%})  rounds {np.round(t['f+b'], 2)}",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()
