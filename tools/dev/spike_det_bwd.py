@@ -17,15 +17,11 @@ from unittest import mock
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from measure import in_turns  # noqa: E402
-from workloads import Workload, inputs  # noqa: E402
+from spike_mask_cost import LAYOUTS  # noqa: E402
+from workloads import inputs  # noqa: E402
 
-LAYOUTS = {
-    "lognormal": Workload(65536, num_pad_tokens=1000, doc_median=1100, ids="shuffled"),
-    "short": Workload(65536, num_pad_tokens=1000, doc_median=190, ids="shuffled"),
-    "docs8": Workload(65536, num_segments=8, num_pad_tokens=2000),
-    "causal1": Workload(65536),
-}
 CONFIGS = {  # name: (deterministic, the Triton backward for deterministic calls)
     "triton det": (True, True),
     "mosaic det": (True, False),
