@@ -373,7 +373,7 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
             plgpu.SMEM((keys, h), dtype, transforms=tiled),  # K, then dK
             plgpu.SMEM((2, keys_per_wg, h), dtype, transforms=tiled),  # V, then dV
             plgpu.SMEM((2, keys, block_q), dtype, transforms=tiled),  # dS^T, two steps
-            dq_tiles,  # dQ halves, float32 or (deterministic) fixed-point parts
+            dq_tiles,  # dQ halves: float32, or (deterministic) int32 fixed point
         )
         pl.run_scoped(
             lambda *scoped: kernel(q_ref, k_ref, v_ref, do_ref, stats_ref, qlay_ref, klay_ref,
