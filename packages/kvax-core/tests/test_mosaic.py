@@ -233,20 +233,18 @@ def test_forward_hands_the_mosaic_backward_a_zeroed_query(monkeypatch):
                                                         BWD128.query_block_size)
 
 
-@pytest.mark.parametrize("deterministic", [True, False])
-def test_backward_choice_follows_the_blocks_not_determinism(deterministic):
+def test_backward_choice_follows_the_blocks_not_determinism():
     """The Mosaic backward runs by default (deterministic, dQ in fixed point) and with
-    deterministic=False alike, wherever its shapes allow; dK/dV blocks of 64 keys keep the
-    Triton backward (the README's way to avoid its dQ buffer), as does head dim 256."""
+    deterministic=False alike, wherever its shapes allow (the choice takes no options); dK/dV
+    blocks of 64 keys keep the Triton backward (the README's way to avoid its dQ buffer), as does
+    head dim 256."""
     q = jax.ShapeDtypeStruct((1, 1000, 4, 128), jnp.bfloat16)
     k = jax.ShapeDtypeStruct((1, 1000, 2, 128), jnp.bfloat16)
     h256 = jax.ShapeDtypeStruct((1, 1000, 2, 256), jnp.bfloat16)
-    opts = Options(sequential=False, backend="mosaic", fwd_params=FWD, bwd_params=BWD128,
-                   deterministic=deterministic)
     choose = backends.MosaicBackend._mosaic_backward
-    assert choose(opts, q, k, k, (128, 64))
-    assert not choose(opts, q, k, k, (64, 64))
-    assert not choose(opts, h256, h256, h256, (128, 64))
+    assert choose(q, k, k, (128, 64))
+    assert not choose(q, k, k, (64, 64))
+    assert not choose(h256, h256, h256, (128, 64))
 
 
 @pytest.mark.parametrize("seed", range(4))

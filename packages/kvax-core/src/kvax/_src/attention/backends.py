@@ -160,7 +160,7 @@ class MosaicBackend(TritonBackend):
                                   logits_soft_cap=opts.logits_soft_cap, sinks=sinks)
 
     @staticmethod
-    def _mosaic_backward(opts, q, k, v, dkdv_blocks: tuple[int, int]) -> bool:
+    def _mosaic_backward(q, k, v, dkdv_blocks: tuple[int, int]) -> bool:
         """Whether the backward is the Mosaic one (a shape it takes)."""
         from kvax._src.attention import mosaic_bwd
 
@@ -179,7 +179,7 @@ class MosaicBackend(TritonBackend):
         # builds its masks itself
         blocks = ((masks[2].row_block, masks[2].col_block) if len(masks) > 2 else
                   (opts.bwd_params.kv_block_size, opts.bwd_params.query_block_size))
-        if not self._mosaic_backward(opts, q, k, v, blocks):
+        if not self._mosaic_backward(q, k, v, blocks):
             return super().forward_for_grad(opts, q, k, v, scale, sinks, q_pos, q_seg, kv_pos,
                                             kv_seg, masks)
         return mosaic_fwd.forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, masks[0],
@@ -192,7 +192,7 @@ class MosaicBackend(TritonBackend):
         from kvax._src.attention import mosaic_bwd
         from kvax._src.config import PADDING_SEGMENT_ID
 
-        if not self._mosaic_backward(opts, q, k, v, (dkdv_mask.row_block, dkdv_mask.col_block)):
+        if not self._mosaic_backward(q, k, v, (dkdv_mask.row_block, dkdv_mask.col_block)):
             return super().backward(opts, q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, out,
                                     lse, delta, dout, dq_mask, dkdv_mask)
         # q is forward_for_grad's copy, its padding rows zeroed

@@ -297,15 +297,12 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
                     dq = plgpu.wgmma_accumulator_load(dq_acc, wait_n=1)
                     plgpu.wait_smem_to_gmem(0, wait_read_only=True)  # the last add read it
                     dst = (batch, pl.ds(qt * block_q, block_q), head, pl.ds(wg * half, half))
-                    if not deterministic:
+                    if deterministic:  # scaled per row and rounded to int32
+                        scale_r = plgpu.load(st_smem.at[slot, 2], layout=row_layout)
+                        dq_smem.at[wg][...] = to_fixed(
+                            dq * lax.broadcast_in_dim(scale_r, (block_q, half), [0]))
+                    else:
                         dq_smem.at[wg][...] = dq * sc
-                        plgpu.commit_smem()
-                        plgpu.copy_smem_to_gmem(dq_smem.at[wg], dq_ref.at[dst],
-                                                reduction_op="add")
-                        return
-                    scale_r = plgpu.load(st_smem.at[slot, 2], layout=row_layout)
-                    dq_smem.at[wg][...] = to_fixed(
-                        dq * lax.broadcast_in_dim(scale_r, (block_q, half), [0]))
                     plgpu.commit_smem()
                     plgpu.copy_smem_to_gmem(dq_smem.at[wg], dq_ref.at[dst], reduction_op="add")
 
