@@ -314,13 +314,32 @@ def _fixed_point_dq(seed, *, outlier_channel=False):
         bnt(np.where(live[..., None], lse, -np.inf)), PADDING_SEGMENT_ID)
     row = lambda x: np.swapaxes(np.asarray(x), 1, 2)[..., None]  # [B, N, T] -> [B, T, N, 1]
     y = shares * row(scale)
-    ints = np.stack([np.asarray(mosaic_bwd.to_fixed(jnp.asarray(x))) for x in y])
+    ints = np.stack([np.asarray(mosaic_bwd.to_fixed(jnp.asarray(x), jnp.asarray(row(scale))))
+                     for x in shares])
     np.testing.assert_array_less(np.abs(ints - y.astype(np.float64)), 0.5 + 1e-9)  # nearest
     in_key_order = shares[0]
     for x in shares[1:]:
         in_key_order = in_key_order + x  # float32 sums in one arrival order
     return (ints.astype(np.int64).sum(0), np.abs(y.astype(np.float64)).sum(0), row(unscale),
             np.einsum("btns,bsnh->btnh", ds, kk), in_key_order)
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_to_fixed_rounds_to_nearest_over_the_int32_range(seed):
+    """to_fixed(x, scale) is round(x * scale) for |x * scale| up to 2^31 (ties included) with
+    power-of-two scales across float32's range, in eager float32 arithmetic as the kernel's."""
+    rng = np.random.default_rng(seed)
+    n = 200_000
+    scale = np.exp2(rng.integers(-60, 121, n)).astype(np.float32)
+    y = (rng.choice([-1, 1], n) * np.exp2(rng.uniform(-40, 30.99, n))).astype(np.float32)
+    y[:2000] = np.round(y[:2000]) + 0.5  # ties
+    y[2000:2008] = [0.0, 0.5, -0.5, 1.5, 32767.5, -32768.5, 2**31 - 128, -(2**31 - 128)]
+    x = (y.astype(np.float64) / scale).astype(np.float32)
+    y = x.astype(np.float64) * scale  # exact: scale is a power of two
+    ints = np.asarray(mosaic_bwd.to_fixed(jnp.asarray(x), jnp.asarray(scale))).astype(np.float64)
+    assert np.max(np.abs(ints - y)) <= 0.5
+    ties = np.abs(ints - y) == 0.5
+    assert ties.sum() >= 2000 and np.all(ints[ties] % 2 == 0)  # float32's ties to even
 
 
 @pytest.mark.parametrize("outlier_channel", [False, True], ids=["normal", "outliers"])

@@ -92,16 +92,20 @@ def supported(head_dim: int, dkdv_blocks: tuple[int, int], *, kv_len: int = 0,
     return None
 
 
-def to_fixed(y):
-    """float32 y (|y| < 2^31) rounded to the nearest int32, without float-to-int conversions
-    (1/4 of the float rate): y / 2^SPLIT and the rest are each rounded by adding MAGIC, whose
-    last mantissa bit is worth 1, and read as integers. y - hi * 2^SPLIT is exact in float32
-    (y's own low bits)."""
+def to_fixed(x, scale):
+    """x * scale (float32, scale a power of two, |x * scale| < 2^31) rounded to the nearest
+    int32, without float-to-int conversions (1/4 of the float rate): y = x * scale / 2^SPLIT and
+    the rest are each rounded by adding MAGIC, whose last mantissa bit is worth 1, and read as
+    integers. Six operations an element, the scale inside the fused multiply-adds: the high part
+    is fma(x, scale / 2^SPLIT, MAGIC); its integer times 2^SPLIT comes back exactly by a second
+    fma, and the rest fma(x, scale, -that) is exact too (y's own low bits). MAGIC's bits times
+    2^SPLIT are 0 modulo 2^32, so the sum of the two parts' bits needs one correction."""
     magic_bits = int(np.float32(MAGIC).view(np.int32))
-    hi_r = y * (1.0 / 2**SPLIT) + MAGIC
-    lo_r = (y - (hi_r - MAGIC) * float(2**SPLIT)) + MAGIC
-    hi, lo = (lax.bitcast_convert_type(r, jnp.int32) - magic_bits for r in (hi_r, lo_r))
-    return hi * (2**SPLIT) + lo
+    hi_r = x * (scale * (1.0 / 2**SPLIT)) + MAGIC
+    hi_back = hi_r * float(2**SPLIT) - MAGIC * 2**SPLIT  # round(y / 2^SPLIT) * 2^SPLIT
+    lo_r = (x * scale - hi_back) + MAGIC
+    hi, lo = (lax.bitcast_convert_type(r, jnp.int32) for r in (hi_r, lo_r))
+    return hi * (2**SPLIT) + (lo - magic_bits)
 
 
 def fixed_point_scales(dout, k, v, kv_seg, delta, lse, pad_id: int):
@@ -300,7 +304,7 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
                     if deterministic:  # scaled per row and rounded to int32
                         scale_r = plgpu.load(st_smem.at[slot, 2], layout=row_layout)
                         dq_smem.at[wg][...] = to_fixed(
-                            dq * lax.broadcast_in_dim(scale_r, (block_q, half), [0]))
+                            dq, lax.broadcast_in_dim(scale_r, (block_q, half), [0]))
                     else:
                         dq_smem.at[wg][...] = dq * sc
                     plgpu.commit_smem()
