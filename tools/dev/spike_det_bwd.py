@@ -4,12 +4,18 @@ one process: forward+backward per layout, compiled first, then --rounds rounds i
 checks that two runs of each deterministic configuration are bitwise equal, and prints dQ's
 largest difference from the float32 reduce-add's.
 
-    python tools/dev/spike_det_bwd.py [--layouts lognormal,docs8,short] [--rounds 4]
+    python tools/dev/spike_det_bwd.py [--layouts lognormal,docs8,short] [--rounds 4] \
+        [--variant "regs232:consumer_registers=232,producer_registers=40,fixed_chunk=32"]
+
+--variant (repeatable) adds a `mosaic det` configuration with other BackwardConfig fields;
+--before FILE adds `before det`, the deterministic backward of an older mosaic_bwd.py (e.g.
+`git show REV:packages/kvax-core/src/kvax/_src/attention/mosaic_bwd.py > FILE`).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from unittest import mock
@@ -35,12 +41,30 @@ def main():
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--layouts", default="lognormal,docs8,short")
     parser.add_argument("--configs", default=",".join(CONFIGS))
+    parser.add_argument("--variant", action="append", default=[],
+                        help="NAME:FIELD=INT,... a deterministic Mosaic backward with these "
+                             "BackwardConfig fields")
+    parser.add_argument("--before", help="an older mosaic_bwd.py to time as `before det`")
     args = parser.parse_args()
     import jax
     import jax.numpy as jnp
 
     import kvax
-    from kvax._src.attention import backends
+    from kvax._src.attention import backends, mosaic_bwd
+
+    configs = {name: (*CONFIGS[name], {}) for name in args.configs.split(",")}
+    for variant in args.variant:
+        name, fields = variant.split(":")
+        configs[name] = (True, False, {key: int(value) for key, value in
+                                       (field.split("=") for field in fields.split(","))})
+    if args.before:
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("before_bwd", args.before)
+        before = sys.modules["before_bwd"] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(before)
+        configs["before det"] = (True, False, before.backward)
+    default_config = mosaic_bwd.BackwardConfig()
 
     runs, flops, results = {}, {}, {}
     for layout in args.layouts.split(","):
@@ -50,12 +74,14 @@ def main():
         pos, seg = jnp.asarray(pos), jnp.asarray(seg)
         flops[layout] = 3.5 * 4 * w.allowed_pairs() * w.num_heads * w.head_dim
         masks = kvax.ops.create_attention_mask(pos, seg, pos, seg, calc_bwd_mask=True)
-        for name in args.configs.split(","):
-            deterministic, triton = CONFIGS[name]
-            patch = mock.patch.object(backends.MosaicBackend, "_mosaic_backward",
-                                      staticmethod(lambda *a: False))  # the Triton backward
-            if triton:
-                patch.start()
+        for name, (deterministic, triton, fields) in configs.items():
+            patch = (mock.patch.object(backends.MosaicBackend, "_mosaic_backward",
+                                       staticmethod(lambda *a: False))  # the Triton backward
+                     if triton else
+                     mock.patch.object(mosaic_bwd, "backward", fields) if callable(fields) else
+                     mock.patch.object(mosaic_bwd, "BackwardConfig",
+                                       lambda c=dataclasses.replace(default_config, **fields): c))
+            patch.start()
             jax.clear_caches()
 
             def attn(q, k, v, deterministic=deterministic):
@@ -66,8 +92,7 @@ def main():
             grad = jax.grad(lambda q, k, v: jnp.sum(attn(q, k, v).astype(jnp.float32)),
                             argnums=(0, 1, 2))
             exe = jax.jit(grad).lower(q, k, v).compile()
-            if triton:
-                patch.stop()
+            patch.stop()
             runs[(layout, name)] = {"f+b": lambda exe=exe, q=q, k=k, v=v: exe(q, k, v)}
             first = [np.asarray(x.astype(jnp.float32)) for x in exe(q, k, v)]
             again = [np.asarray(x.astype(jnp.float32)) for x in exe(q, k, v)]
@@ -76,7 +101,7 @@ def main():
             print(f"compiled {layout} {name}: reruns bitwise equal {same}, "
                   f"finite {all(np.isfinite(x).all() for x in first)}", flush=True)
         ref = results.get((layout, "mosaic nondet"))
-        for name in args.configs.split(","):
+        for name in configs:
             if ref is not None:
                 diffs = [float(np.max(np.abs(a - b))) for a, b in zip(results[(layout, name)],
                                                                       ref)]
