@@ -5,7 +5,9 @@ Hopper GPU in one process. Every configuration is compiled first and its gradien
 the all-MUFU ones (largest difference against the largest value); then --rounds rounds time them
 in turn:
 
-    python tools/dev/spike_fma_exp.py [--layouts docs8,lognormal] [--columns 0,16,32] [--cap 30]
+    git apply docs/bench/h100-2026-11-24-bwd-alu-trials/fma-exp-columns.patch   # on ceb1534
+    python docs/bench/h100-2026-11-24-bwd-alu-trials/spike_fma_exp.py [--layouts docs8,lognormal] \
+        [--columns 0,16,32] [--cap 30]
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from unittest import mock
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+TOOLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "tools")
+sys.path.insert(0, TOOLS)
+sys.path.insert(0, os.path.join(TOOLS, "dev"))
 from measure import in_turns  # noqa: E402
 from spike_mask_cost import LAYOUTS  # noqa: E402
 from workloads import inputs  # noqa: E402
