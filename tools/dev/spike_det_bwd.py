@@ -5,7 +5,7 @@ checks that two runs of each deterministic configuration are bitwise equal, and 
 largest difference from the float32 reduce-add's.
 
     python tools/dev/spike_det_bwd.py [--layouts lognormal,docs8,short] [--rounds 4] \
-        [--variant "regs232:consumer_registers=232,producer_registers=40,fixed_chunk=32"]
+        [--variant "stages3:stages=3"]
 
 --variant (repeatable) adds a `mosaic det` configuration with other BackwardConfig fields;
 --before FILE adds `before det`, the deterministic backward of an older mosaic_bwd.py (e.g.

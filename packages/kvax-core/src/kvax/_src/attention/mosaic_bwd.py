@@ -94,12 +94,13 @@ def supported(head_dim: int, dkdv_blocks: tuple[int, int], *, kv_len: int = 0,
 
 def to_fixed(x, scale):
     """x * scale (float32, scale a power of two, |x * scale| < 2^31) rounded to the nearest
-    int32, without float-to-int conversions (1/4 of the float rate): y = x * scale / 2^SPLIT and
-    the rest are each rounded by adding MAGIC, whose last mantissa bit is worth 1, and read as
-    integers. Six operations an element, the scale inside the fused multiply-adds: the high part
-    is fma(x, scale / 2^SPLIT, MAGIC); its integer times 2^SPLIT comes back exactly by a second
-    fma, and the rest fma(x, scale, -that) is exact too (y's own low bits). MAGIC's bits times
-    2^SPLIT are 0 modulo 2^32, so the sum of the two parts' bits needs one correction."""
+    int32 without float-to-int conversions (slower here: docs/bench/h100-2026-11-24-bwd-alu-trials).
+    y = x * scale is split into y / 2^SPLIT and the rest, each rounded by adding MAGIC (whose last
+    mantissa bit is worth 1) and read as integers. Six operations an element, the scale inside the
+    fused multiply-adds: the high part is fma(x, scale / 2^SPLIT, MAGIC); its integer times
+    2^SPLIT comes back exactly by a second fma, and the rest fma(x, scale, -that) is exact too
+    (y's own low bits). MAGIC's bits times 2^SPLIT are 0 modulo 2^32, so the sum of the two
+    parts' bits needs one correction."""
     magic_bits = int(np.float32(MAGIC).view(np.int32))
     hi_r = x * (scale * (1.0 / 2**SPLIT)) + MAGIC
     hi_back = hi_r * float(2**SPLIT) - MAGIC * 2**SPLIT  # round(y / 2^SPLIT) * 2^SPLIT
