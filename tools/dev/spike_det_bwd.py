@@ -9,7 +9,8 @@ largest difference from the float32 reduce-add's.
 
 --variant (repeatable) adds a `mosaic det` configuration with other BackwardConfig fields;
 --before FILE adds `before det`, the deterministic backward of an older mosaic_bwd.py (e.g.
-`git show REV:packages/kvax-core/src/kvax/_src/attention/mosaic_bwd.py > FILE`).
+`git show REV:packages/kvax-core/src/kvax/_src/attention/mosaic_bwd.py > FILE`); --cap C
+soft-caps every run.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ def main():
                         help="NAME:FIELD=INT,... a deterministic Mosaic backward with these "
                              "BackwardConfig fields")
     parser.add_argument("--before", help="an older mosaic_bwd.py to time as `before det`")
+    parser.add_argument("--cap", type=float, default=None, help="a logit soft cap for every run")
     args = parser.parse_args()
     import jax
     import jax.numpy as jnp
@@ -87,7 +89,8 @@ def main():
             def attn(q, k, v, deterministic=deterministic):
                 return kvax.ops.flash_attention(q, k, v, pos, seg, pos, seg, mask=masks,
                                                 scale=w.head_dim ** -0.5,
-                                                deterministic=deterministic)
+                                                deterministic=deterministic,
+                                                logits_soft_cap=args.cap)
 
             grad = jax.grad(lambda q, k, v: jnp.sum(attn(q, k, v).astype(jnp.float32)),
                             argnums=(0, 1, 2))
