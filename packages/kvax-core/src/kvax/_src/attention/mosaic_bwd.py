@@ -60,6 +60,12 @@ HEAD_DIMS = (64, 128)  # dK and dV of 64 keys x 256 do not fit one warpgroup's r
 FIXED_BITS = 30  # twice a bound on a row's sum of |shares|, scaled, stays below 2^30 (int32: 2^31)
 MAGIC = 1.5 * 2**23  # x + MAGIC for |x| < 2^22: round(x) in the low mantissa bits
 SPLIT = 15  # to_fixed rounds y / 2^15 and the rest, each within MAGIC's range
+# The high part's magic: also a float of ulp 1 (room for |y / 2^SPLIT| <= 2^16 either way), chosen
+# so that its bits times 2^SPLIT cancel MAGIC's bits modulo 2^32: the two parts' bits then sum to
+# the integer with no correction.
+MAGIC_HI = 2.0**23 + ((-(int(np.float32(MAGIC).view(np.int32)) >> SPLIT)) % 2**(32 - SPLIT))
+assert (int(np.float32(MAGIC_HI).view(np.int32)) * 2**SPLIT
+        + int(np.float32(MAGIC).view(np.int32))) % 2**32 == 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,18 +101,18 @@ def supported(head_dim: int, dkdv_blocks: tuple[int, int], *, kv_len: int = 0,
 def to_fixed(x, scale):
     """x * scale (float32, scale a power of two, |x * scale| < 2^31) rounded to the nearest
     int32 without float-to-int conversions (slower here: docs/bench/h100-2026-11-24-bwd-alu-trials).
-    y = x * scale is split into y / 2^SPLIT and the rest, each rounded by adding MAGIC (whose last
-    mantissa bit is worth 1) and read as integers. Six operations an element, the scale inside the
-    fused multiply-adds: the high part is fma(x, scale / 2^SPLIT, MAGIC); its integer times
-    2^SPLIT comes back exactly by a second fma, and the rest fma(x, scale, -that) is exact too
-    (y's own low bits). MAGIC's bits times 2^SPLIT are 0 modulo 2^32, so the sum of the two
-    parts' bits needs one correction."""
-    magic_bits = int(np.float32(MAGIC).view(np.int32))
-    hi_r = x * (scale * (1.0 / 2**SPLIT)) + MAGIC
-    hi_back = hi_r * float(2**SPLIT) - MAGIC * 2**SPLIT  # round(y / 2^SPLIT) * 2^SPLIT
-    lo_r = (x * scale - hi_back) + MAGIC
+    y = x * scale is split into y / 2^SPLIT and the rest, each rounded by adding a magic number
+    (a float whose last mantissa bit is worth 1) and read as integers. Four operations an
+    element: hi = fma(x, scale / 2^SPLIT, MAGIC_HI) holds n = round(y / 2^SPLIT); a second fma
+    gives MAGIC - n 2^SPLIT exactly; lo = fma(x, scale, that) rounds y - n 2^SPLIT (exact) plus
+    MAGIC once; and bits(hi) 2^SPLIT + bits(lo) is n 2^SPLIT + round(y - n 2^SPLIT), the magic
+    numbers' bits cancelling modulo 2^32 (MAGIC_HI). Every step is exact whether or not the
+    compiler fuses the multiply-adds (the products are by powers of two)."""
+    back = MAGIC + MAGIC_HI * 2**SPLIT  # a float32 exactly (17 significant bits)
+    hi_r = x * (scale * (1.0 / 2**SPLIT)) + MAGIC_HI
+    lo_r = x * scale + (back - hi_r * float(2**SPLIT))  # MAGIC + y - n 2^SPLIT, rounded once
     hi, lo = (lax.bitcast_convert_type(r, jnp.int32) for r in (hi_r, lo_r))
-    return hi * (2**SPLIT) + (lo - magic_bits)
+    return hi * (2**SPLIT) + lo
 
 
 def fixed_point_scales(dout, k, v, kv_seg, delta, lse, pad_id: int):
