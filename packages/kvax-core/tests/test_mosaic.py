@@ -313,8 +313,9 @@ def _fixed_point_dq(seed, *, outlier_channel=False):
         jnp.asarray(batch.layout.kv_segment_ids), bnt(delta),
         bnt(np.where(live[..., None], lse, -np.inf)), PADDING_SEGMENT_ID)
     row = lambda x: np.swapaxes(np.asarray(x), 1, 2)[..., None]  # [B, N, T] -> [B, T, N, 1]
-    y = shares * row(scale)
-    ints = np.stack([np.asarray(mosaic_bwd.to_fixed(jnp.asarray(x), jnp.asarray(row(scale))))
+    row_scale = row(scale)
+    y = shares * row_scale
+    ints = np.stack([np.asarray(mosaic_bwd.to_fixed(jnp.asarray(x), jnp.asarray(row_scale)))
                      for x in shares])
     np.testing.assert_array_less(np.abs(ints - y.astype(np.float64)), 0.5 + 1e-9)  # nearest
     in_key_order = shares[0]

@@ -59,13 +59,13 @@ HEAD_DIMS = (64, 128)  # dK and dV of 64 keys x 256 do not fit one warpgroup's r
 # reduce-add traffic and the backward's time: dQ's reduce-adds run at the memory system's limit.
 FIXED_BITS = 30  # twice a bound on a row's sum of |shares|, scaled, stays below 2^30 (int32: 2^31)
 MAGIC = 1.5 * 2**23  # x + MAGIC for |x| < 2^22: round(x) in the low mantissa bits
+MAGIC_BITS = int(np.float32(MAGIC).view(np.int32))
 SPLIT = 15  # to_fixed rounds y / 2^15 and the rest, each within MAGIC's range
 # The high part's magic: also a float of ulp 1 (room for |y / 2^SPLIT| <= 2^16 either way), chosen
 # so that its bits times 2^SPLIT cancel MAGIC's bits modulo 2^32: the two parts' bits then sum to
 # the integer with no correction.
-MAGIC_HI = 2.0**23 + ((-(int(np.float32(MAGIC).view(np.int32)) >> SPLIT)) % 2**(32 - SPLIT))
-assert (int(np.float32(MAGIC_HI).view(np.int32)) * 2**SPLIT
-        + int(np.float32(MAGIC).view(np.int32))) % 2**32 == 0
+MAGIC_HI = 2.0**23 + ((-(MAGIC_BITS >> SPLIT)) % 2**(32 - SPLIT))
+assert (int(np.float32(MAGIC_HI).view(np.int32)) * 2**SPLIT + MAGIC_BITS) % 2**32 == 0
 
 
 @dataclasses.dataclass(frozen=True)
