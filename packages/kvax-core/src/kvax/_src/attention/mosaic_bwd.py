@@ -24,9 +24,12 @@ The accumulator is a `jax.new_ref` passed to the kernel (plgpu.kernel aliases re
 
 NaN or Inf in the padding never leaks (a zero weight times NaN is NaN inside a product): Q's padding
 rows come zeroed from the forward (mosaic_fwd's store_query: the consumers store the Q tiles they
-loaded, with no extra read) or in a copy, and dO's in a copy (fused with delta's); in masked tiles
-P^T and dS^T take the element rule, which hides V's padding (read only by dP^T), and each consumer
-zeroes its keys' padding rows of K in shared memory once, before any dQ product reads them. Zeroing
+loaded, with no extra read) or in a copy, and dO's in a copy (fused with delta's); each consumer
+zeroes its keys' padding rows of K and V in shared memory once, before any product reads them. So
+dP^T is finite on every pair the rule hides, and in masked tiles only P^T takes the rule: dS^T is
+0 wherever P^T is (a second select there cost the masked steps a third of their instructions:
+docs/bench/h100-2026-11-24-profile). NaN in a real V or dO still gives NaN, never a finite wrong
+number. Zeroing
 the Q and dO tiles there too (the rare tiles that hold padding, behind a flag) cost more in the
 kernel than the copies, ~1 ms a step at 64k, and 2 ms on 8 documents when only the masked steps read
 the flag (docs/bench/h100-2026-11-24-padding). Tiles past the end of the tokens come in by TMA as
@@ -244,6 +247,8 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
             zero_padding_rows(k_mine, k_seg_r, pad_id)
             plgpu.barrier_wait(kv_ready.at[1 - wg])
             plgpu.barrier_wait(kv_ready.at[2 + wg])
+            zero_padding_rows(v_smem.at[wg], k_seg_r, pad_id)  # read only by our dP^T
+            k_live_r = k_seg_r != pad_id
             k_cols = k_smem.at[:, pl.ds(wg * half, half)]
             shape = (keys_per_wg, block_q)
 
@@ -252,6 +257,9 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
 
             def cols(x):
                 return lax.broadcast_in_dim(x, shape, [1])
+
+            def rows(x):
+                return lax.broadcast_in_dim(x, shape, [0])
 
             def step(s, carry, masked: bool):
                 dk, dv = carry
@@ -276,18 +284,16 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
                     else:
                         th = jnp.tanh(s_t * c)
                         p_t, d_cap = jnp.exp2(th * (cap * LOG2E) - cols(lse_c)), 1.0 - th * th
-                    if masked:
+                    if masked:  # the element rule, padding tested on the keys' side
                         q_pos_c, q_seg_c = q_layout
-                        ok = variant.element_rule(cols(q_pos_c), cols(q_seg_c),
-                                                  lax.broadcast_in_dim(k_pos_r, shape, [0]),
-                                                  lax.broadcast_in_dim(k_seg_r, shape, [0]),
-                                                  pad_id)
+                        ok = (rows(k_live_r) & (cols(q_seg_c) == rows(k_seg_r))
+                              & variant.allows(cols(q_pos_c), rows(k_pos_r)))
                         p_t = jnp.where(ok, p_t, 0.0)
                     delta_c = plgpu.load(st_smem.at[slot, 1], layout=col_layout)
                     dp_t = plgpu.wgmma_accumulator_load(dp_acc, wait_n=0) - cols(delta_c)
+                    # P^T is 0 where the rule hides a pair, and dP^T finite there (V's and
+                    # dO's padding rows are 0): dS^T needs no select of its own
                     ds_t = p_t * dp_t if d_cap is None else p_t * dp_t * d_cap
-                    if masked:  # dP^T is NaN on keys whose V is
-                        ds_t = jnp.where(ok, ds_t, 0.0)
                     return p_t.astype(dtype), ds_t.astype(dtype)
 
                 acc = plgpu.ACC(shape, jnp.float32)
