@@ -26,15 +26,15 @@ NaN or Inf in the padding never leaks (a zero weight times NaN is NaN inside a p
 rows come zeroed from the forward (mosaic_fwd's store_query: the consumers store the Q tiles they
 loaded, with no extra read) or in a copy, and dO's in a copy (fused with delta's); each consumer
 zeroes its keys' padding rows of K and V in shared memory once, before any product reads them. So
-dP^T is finite on every pair the rule hides, and in masked tiles only P^T takes the rule: dS^T is
-0 wherever P^T is (the predicates kept for a second select cost the masked steps about a
-third of their instructions: docs/bench/h100-2026-11-24-profile). NaN in a real V or dO still
-gives NaN, never a finite wrong number. Zeroing the Q and dO tiles there too (the rare tiles that hold padding, behind a flag) cost more in the
-kernel than the copies, ~1 ms a step at 64k, and 2 ms on 8 documents when only the masked steps read
-the flag (docs/bench/h100-2026-11-24-padding). Tiles past the end of the tokens come in by TMA as
-zeros and dK/dV rows past it are not stored, so only lengths that are not a multiple of 8 get padded
-copies. Tiles in [lower_full, upper_full) skip the element rule. Measured on an H100 in
-docs/bench/h100-2026-11-23-mosaic-bwd and docs/bench/h100-2026-11-23-padding.
+dP^T is finite on every pair the rule hides, and in masked tiles only P^T takes the rule: dS^T is 0
+wherever P^T is (the predicates kept for a second select cost the masked steps about a third of
+their instructions: docs/bench/h100-2026-11-24-profile). NaN in a real V or dO still gives NaN,
+never a finite wrong number. Zeroing the Q and dO tiles there too (the rare tiles that hold padding,
+behind a flag) cost more in the kernel than the copies, ~1 ms a step at 64k, and 2 ms on 8 documents
+when only the masked steps read the flag (docs/bench/h100-2026-11-24-padding). Tiles past the end of
+the tokens come in by TMA as zeros and dK/dV rows past it are not stored, so only lengths that are
+not a multiple of 8 get padded copies. Tiles in [lower_full, upper_full) skip the element rule.
+Measured on an H100 in docs/bench/h100-2026-11-23-mosaic-bwd and docs/bench/h100-2026-11-23-padding.
 """
 
 from __future__ import annotations
