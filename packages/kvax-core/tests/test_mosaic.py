@@ -325,6 +325,26 @@ def _fixed_point_dq(seed, *, outlier_channel=False):
             np.einsum("btns,bsnh->btnh", ds, kk), in_key_order)
 
 
+@pytest.mark.parametrize("variant", [MaskVariant(), MaskVariant(False, None),
+                                     MaskVariant(True, (5, 5)), MaskVariant(False, (3, 7))],
+                         ids=str)
+def test_backward_key_side_rule_is_the_element_rule(variant):
+    """The backward's masked steps test padding on the keys' side (once per key row): the same
+    pairs as element_rule, for ids that repeat, padding on either side and any positions."""
+    rng = np.random.default_rng(7)
+    ids = np.asarray([PADDING_SEGMENT_ID, 0, 3, 2**31 - 1, -5], np.int32)
+    q_seg, k_seg = (jnp.asarray(rng.choice(ids, n)) for n in (64, 48))
+    q_pos, k_pos = (jnp.asarray(rng.integers(-20, 20, n, dtype=np.int32)) for n in (64, 48))
+    rows = lambda x: jnp.broadcast_to(x[:, None], (48, 64))  # noqa: E731 keys down
+    cols = lambda x: jnp.broadcast_to(x[None, :], (48, 64))  # noqa: E731 queries across
+    got = mosaic_bwd.key_side_rule(variant, rows, cols, k_seg != PADDING_SEGMENT_ID, q_seg,
+                                   k_seg, q_pos, k_pos)
+    want = variant.element_rule(cols(q_pos), cols(q_seg), rows(k_pos), rows(k_seg),
+                                PADDING_SEGMENT_ID)
+    assert 0 < int(want.sum()) < want.size
+    np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("seed", range(2))
 def test_to_fixed_rounds_to_nearest_over_the_int32_range(seed):
     """to_fixed(x, scale) is round(x * scale) for |x * scale| up to 2^31 (ties included) with

@@ -117,6 +117,14 @@ def to_fixed(x, scale):
     return hi * (2**SPLIT) + lo
 
 
+def key_side_rule(variant: MaskVariant, rows, cols, k_live, q_seg, k_seg, q_pos, k_pos):
+    """variant.element_rule on a tile of key rows and query columns (rows, cols: broadcast a
+    row's or a column's values to the tile), its padding test on the keys' side: k_live is
+    k_seg != pad_id, one value per key row instead of one test per element. Equal ids make the
+    two tests the same (tested against element_rule in test_mosaic.py)."""
+    return rows(k_live) & (cols(q_seg) == rows(k_seg)) & variant.allows(cols(q_pos), rows(k_pos))
+
+
 def fixed_point_scales(dout, k, v, kv_seg, delta, lse, pad_id: int):
     """(scale, unscale), [B, N, T] float32 powers of two, for the deterministic dQ: the kernel
     multiplies each program's share of dQ's row t (the sum over its keys of dS_ts K_s, before
@@ -285,8 +293,8 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
                         p_t, d_cap = jnp.exp2(th * (cap * LOG2E) - cols(lse_c)), 1.0 - th * th
                     if masked:  # the element rule, padding tested on the keys' side
                         q_pos_c, q_seg_c = q_layout
-                        ok = (rows(k_live_r) & (cols(q_seg_c) == rows(k_seg_r))
-                              & variant.allows(cols(q_pos_c), rows(k_pos_r)))
+                        ok = key_side_rule(variant, rows, cols, k_live_r, q_seg_c, k_seg_r,
+                                           q_pos_c, k_pos_r)
                         p_t = jnp.where(ok, p_t, 0.0)
                     delta_c = plgpu.load(st_smem.at[slot, 1], layout=col_layout)
                     dp_t = plgpu.wgmma_accumulator_load(dp_acc, wait_n=0) - cols(delta_c)
