@@ -16,6 +16,7 @@ soft-caps every run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import sys
@@ -54,19 +55,26 @@ def main():
     import kvax
     from kvax._src.attention import backends, mosaic_bwd
 
-    configs = {name: (*CONFIGS[name], {}) for name in args.configs.split(",")}
+    # name: (deterministic, what is patched while it compiles)
+    triton_bwd = mock.patch.object(backends.MosaicBackend, "_mosaic_backward",
+                                   staticmethod(lambda *a: False))
+    configs = {name: (deterministic, triton_bwd if triton else contextlib.nullcontext())
+               for name in args.configs.split(",")
+               for deterministic, triton in [CONFIGS[name]]}
     for variant in args.variant:
         name, fields = variant.split(":")
-        configs[name] = (True, False, {key: int(value) for key, value in
-                                       (field.split("=") for field in fields.split(","))})
+        config = dataclasses.replace(mosaic_bwd.BackwardConfig(), **{
+            key: int(value) for key, value in (field.split("=") for field in fields.split(","))})
+        configs[name] = (True, mock.patch.object(mosaic_bwd, "BackwardConfig",
+                                                 lambda c=config: c))
     if args.before:
         import importlib.util
 
         spec = importlib.util.spec_from_file_location("before_bwd", args.before)
         before = sys.modules["before_bwd"] = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(before)
-        configs["before det"] = (True, False, before.backward)
-    default_config = mosaic_bwd.BackwardConfig()
+        configs["before det"] = (True, mock.patch.object(mosaic_bwd, "backward",
+                                                         before.backward))
 
     runs, flops, results = {}, {}, {}
     for layout in args.layouts.split(","):
@@ -76,16 +84,7 @@ def main():
         pos, seg = jnp.asarray(pos), jnp.asarray(seg)
         flops[layout] = 3.5 * 4 * w.allowed_pairs() * w.num_heads * w.head_dim
         masks = kvax.ops.create_attention_mask(pos, seg, pos, seg, calc_bwd_mask=True)
-        for name, (deterministic, triton, fields) in configs.items():
-            patch = (mock.patch.object(backends.MosaicBackend, "_mosaic_backward",
-                                       staticmethod(lambda *a: False))  # the Triton backward
-                     if triton else
-                     mock.patch.object(mosaic_bwd, "backward", fields) if callable(fields) else
-                     mock.patch.object(mosaic_bwd, "BackwardConfig",
-                                       lambda c=dataclasses.replace(default_config, **fields): c))
-            patch.start()
-            jax.clear_caches()
-
+        for name, (deterministic, patch) in configs.items():
             def attn(q, k, v, deterministic=deterministic):
                 return kvax.ops.flash_attention(q, k, v, pos, seg, pos, seg, mask=masks,
                                                 scale=w.head_dim ** -0.5,
@@ -94,8 +93,9 @@ def main():
 
             grad = jax.grad(lambda q, k, v: jnp.sum(attn(q, k, v).astype(jnp.float32)),
                             argnums=(0, 1, 2))
-            exe = jax.jit(grad).lower(q, k, v).compile()
-            patch.stop()
+            with patch:
+                jax.clear_caches()
+                exe = jax.jit(grad).lower(q, k, v).compile()
             runs[(layout, name)] = {"f+b": lambda exe=exe, q=q, k=k, v=v: exe(q, k, v)}
             first = [np.asarray(x.astype(jnp.float32)) for x in exe(q, k, v)]
             again = [np.asarray(x.astype(jnp.float32)) for x in exe(q, k, v)]
