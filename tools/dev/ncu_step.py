@@ -1,8 +1,13 @@
 """One forward+backward of ours and of JAX peers on one benchmark row, each run once after
 compiling, for Nsight Compute to profile the kernels (no timing here):
 
-    ncu --clock-control none --set full --kernel-name regex:'mosaic|Flash' -o OUT/prof \
+    XLA_FLAGS=--xla_gpu_autotune_level=0 ncu --clock-control none --section SpeedOfLight \
+        --section WarpStateStats ... -o OUT/prof \
         python3 tools/dev/ncu_step.py --doc-median 1100 --ids shuffled --which ours,fa3
+
+Every kernel is profiled: on the H100 the process died at once when ncu was given a
+--kernel-name filter, or the InstructionStats or SourceCounters sections
+(docs/bench/h100-2026-11-24-profile).
 """
 
 from __future__ import annotations

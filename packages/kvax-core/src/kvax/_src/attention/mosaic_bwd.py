@@ -18,8 +18,8 @@ into an accumulator in global memory by TMA reduce-add. 5 products per (query, k
 of the Triton kernels' 7. The programs' dQ shares arrive in any order, and float32 additions
 depend on it; so by default (deterministic) each share is scaled by a power of two per query row
 and rounded to int32 (to_fixed, fixed_point_scales), and integer sums give bitwise-equal reruns.
-With deterministic=False the shares are added in float32 (about 4% faster; dQ differs between reruns
-in its last bits). dK and dV are bitwise equal across reruns either way.
+With deterministic=False the shares are added in float32 (1-6% faster on an H100; dQ differs
+between reruns in its last bits). dK and dV are bitwise equal across reruns either way.
 The accumulator is a `jax.new_ref` passed to the kernel (plgpu.kernel aliases refs in and out).
 
 NaN or Inf in the padding never leaks (a zero weight times NaN is NaN inside a product): Q's padding
