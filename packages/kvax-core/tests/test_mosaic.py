@@ -345,6 +345,24 @@ def test_backward_key_side_rule_is_the_element_rule(variant):
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("h", mosaic_bwd.HEAD_DIMS)
+def test_untile_dq_puts_each_share_back_in_token_order(h):
+    """The backward's dQ accumulator holds each consumer's (block_q, H / 2) share of a query
+    tile as shared memory does under TilingTransform((8, 8)): tile (i, j) at [i, j], element
+    (r, c) of a tile at [r, c], flattened; untile_dq reads every element back to its token,
+    head and channel."""
+    rng = np.random.default_rng(h)
+    b, tiles, n, block_q, half = 2, 3, 4, 64, h // 2
+    dq = rng.integers(-2**31, 2**31 - 1, (b, tiles * block_q, n, h), dtype=np.int32)
+    acc = np.empty((b, n, tiles, 2, block_q * half), np.int32)
+    for bi, qt, ni, wg in np.ndindex(b, tiles, n, 2):
+        share = dq[bi, qt * block_q:(qt + 1) * block_q, ni, wg * half:(wg + 1) * half]
+        acc[bi, ni, qt, wg] = [share[8 * i + r, 8 * j + c] for i in range(block_q // 8)
+                               for j in range(half // 8) for r in range(8) for c in range(8)]
+    acc = acc.reshape(b, n, tiles, 2, -1, 256)
+    np.testing.assert_array_equal(mosaic_bwd.untile_dq(jnp.asarray(acc), block_q), dq)
+
+
 @pytest.mark.parametrize("seed", range(2))
 def test_to_fixed_rounds_to_nearest_over_the_int32_range(seed):
     """to_fixed(x, scale) is round(x * scale) for |x * scale| up to 2^31 (ties included) with

@@ -233,7 +233,7 @@ def flash_attention(
     on rows with nothing to attend. Differentiable in query, key, value, scale, sinks (and
     through the logsumexp too). By default every backward gives bitwise-equal reruns (the Hopper
     backend sums dQ's partial sums in fixed point); `deterministic=False` lets it add them in
-    float32 in arrival order, 1-6% faster on an H100 (dQ may then differ in its last bits between
+    float32 in arrival order, 2-3% faster on an H100 (dQ may then differ in its last bits between
     reruns).
     With context parallelism (kvax-dist), `permute_tokens_for_load_balance` says how the tokens
     were permuted: True or "chunks" (Llama 3, the original's), "striped" (balanced for any

@@ -14,11 +14,14 @@ and keep dK and dV in registers across the group (GQA summed there). Per tile an
     dK += dS^T Q                            from registers
 
 issued in that order (FA3's): the dQ half goes through shared memory, while dK's product runs,
-into an accumulator in global memory by TMA reduce-add. 5 products per (query, key) pair instead
+into an accumulator in global memory by TMA reduce-add, in the order it lies in shared memory
+(8x8 tiles: no selects in the store, and one copy of contiguous bytes; -1 to -3.4% against
+row-major 256-byte rows, docs/bench/h100-2026-11-24-contiguous-dq); XLA puts it back in token
+order. 5 products per (query, key) pair instead
 of the Triton kernels' 7. The programs' dQ shares arrive in any order, and float32 additions
 depend on it; so by default (deterministic) each share is scaled by a power of two per query row
 and rounded to int32 (to_fixed, fixed_point_scales), and integer sums give bitwise-equal reruns.
-With deterministic=False the shares are added in float32 (1-6% faster on an H100; dQ differs
+With deterministic=False the shares are added in float32 (2-3% faster on an H100; dQ differs
 between reruns in its last bits). dK and dV are bitwise equal across reruns either way.
 The accumulator is a `jax.new_ref` passed to the kernel (plgpu.kernel aliases refs in and out).
 
@@ -54,6 +57,10 @@ from kvax._src.attention.mosaic_fwd import (block_bounds, for_tma, load_layout, 
 from kvax._src.attention.variant import MaskVariant
 
 HEAD_DIMS = (64, 128)  # dK and dV of 64 keys x 256 do not fit one warpgroup's registers
+# dQ's shares leave registers as tiles of 8 x 8 (Mosaic stores them there with no bank conflicts
+# and no selects) and each consumer's share of a step goes out by one TMA reduce-add of
+# contiguous bytes into an accumulator in that order; untile_dq puts it back in token order.
+DQ_TILE = 8
 
 # The deterministic dQ: sums of integers do not depend on their order. Each program's share of
 # dQ, times a power of two fixed per row (fixed_point_scales), is rounded to int32 and summed by
@@ -123,6 +130,19 @@ def key_side_rule(variant: MaskVariant, rows, cols, k_live, q_seg, k_seg, q_pos,
     k_seg != pad_id, one value per key row instead of one test per element. Equal ids make the
     two tests the same (tested against element_rule in test_mosaic.py)."""
     return rows(k_live) & (cols(q_seg) == rows(k_seg)) & variant.allows(cols(q_pos), rows(k_pos))
+
+
+def untile_dq(acc, block_q: int):
+    """dQ in [B, T, N, H] (T a multiple of block_q) from the kernel's accumulator
+    [B, N, query tiles, 2 consumers' column halves, ...]: each (block_q, H / 2) share in
+    DQ_TILE x DQ_TILE tiles, row-major over the tiles and within each, as a tiled shared-memory
+    array lies (plgpu.TilingTransform)."""
+    b, n, tiles, halves = acc.shape[:4]
+    half = acc[0, 0, 0, 0].size // block_q
+    acc = acc.reshape(b, n, tiles, halves, block_q // DQ_TILE, half // DQ_TILE, DQ_TILE, DQ_TILE)
+    # (b, n, query tile, half, tile row, tile column, row, column) -> (b, t, n, h)
+    acc = acc.transpose(0, 2, 4, 6, 1, 3, 5, 7)
+    return acc.reshape(b, tiles * block_q, n, halves * half)
 
 
 def fixed_point_scales(dout, k, v, kv_seg, delta, lse, pad_id: int):
@@ -226,6 +246,7 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
         ((q_smem, do_smem, st_smem, k_smem, v_smem, ds_smem, dq_smem), (q_ready, do_ready,
                                                                          st_ready),
          free, kv_ready, ds_ready, done) = scoped
+        dq_smem, dq_flat = dq_smem  # the same bytes: 8x8 tiles for registers, flat for TMA
 
         lo, hi, lf, uf = block_bounds(bounds_ref, batch, tile // row_ratio, col_ratio,
                                       num_q_tiles)
@@ -320,7 +341,6 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
                     plgpu.wgmma(dk_acc, ds_t, q_smem.at[slot])
                     dq = plgpu.wgmma_accumulator_load(dq_acc, wait_n=1)
                     plgpu.wait_smem_to_gmem(0, wait_read_only=True)  # the last add read it
-                    dst = (batch, pl.ds(qt * block_q, block_q), head, pl.ds(wg * half, half))
                     if deterministic:  # scaled per row and rounded to int32
                         scale_r = plgpu.load(st_smem.at[slot, 2], layout=row_layout)
                         dq_smem.at[wg][...] = to_fixed(
@@ -328,7 +348,8 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
                     else:
                         dq_smem.at[wg][...] = dq * sc
                     plgpu.commit_smem()
-                    plgpu.copy_smem_to_gmem(dq_smem.at[wg], dq_ref.at[dst], reduction_op="add")
+                    plgpu.copy_smem_to_gmem(dq_flat.at[wg], dq_ref.at[batch, head, qt, wg],
+                                            reduction_op="add")
 
                 dv, dk, _ = pl.run_state(grad_scope)(
                     (plgpu.ACC.init(dv), plgpu.ACC.init(dk),
@@ -382,10 +403,10 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
 
     def entry(q_ref, k_ref, v_ref, do_ref, stats_ref, qlay_ref, klay_ref, bounds_ref, factors_ref,
               dq_ref, dk_ref, dv_ref):
-        f32_tiled = (plgpu.TilingTransform((8, min(32, half))),
-                     plgpu.SwizzleTransform(min(128, half * 4)))
-        dq_tiles = plgpu.SMEM((2, block_q, half), jnp.int32 if deterministic else jnp.float32,
-                              transforms=f32_tiled)
+        dq_tiles = plgpu.RefUnion(  # the consumers' dQ halves, float32 or int32 fixed point
+            plgpu.SMEM((2, block_q, half), acc_dtype,
+                       transforms=(plgpu.TilingTransform((DQ_TILE, DQ_TILE)),)),
+            plgpu.SMEM((2, *dq_share), acc_dtype))
         smem = (
             plgpu.SMEM((stages, block_q, h), dtype, transforms=tiled),  # Q
             plgpu.SMEM((stages, block_q, h), dtype, transforms=tiled),  # dO
@@ -394,7 +415,7 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
             plgpu.SMEM((keys, h), dtype, transforms=tiled),  # K, then dK
             plgpu.SMEM((2, keys_per_wg, h), dtype, transforms=tiled),  # V, then dV
             plgpu.SMEM((2, keys, block_q), dtype, transforms=tiled),  # dS^T, two steps
-            dq_tiles,  # dQ halves: float32, or (deterministic) int32 fixed point
+            dq_tiles,
         )
         pl.run_scoped(
             lambda *scoped: kernel(q_ref, k_ref, v_ref, do_ref, stats_ref, qlay_ref, klay_ref,
@@ -404,7 +425,9 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
             plgpu.Barrier(num_arrivals=2, num_barriers=2), plgpu.Barrier(num_arrivals=2),
             collective_axes="wg")
 
-    dq_acc = jax.new_ref(jnp.zeros(q.shape, jnp.int32 if deterministic else jnp.float32))
+    acc_dtype = jnp.int32 if deterministic else jnp.float32
+    dq_share = (block_q * half // 256, 256)  # a consumer's share of a step as TMA moves it
+    dq_acc = jax.new_ref(jnp.zeros((b, n, num_q_tiles, 2, *dq_share), acc_dtype))
     dk, dv = plgpu.kernel(
         entry,  # refs: the inputs with dq_acc last (aliased in and out), then dk and dv
         out_type=(jax.ShapeDtypeStruct(k.shape, dtype), jax.ShapeDtypeStruct(k.shape, dtype)),
@@ -414,7 +437,7 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
         thread_name="wg",
         compiler_params=plgpu.CompilerParams(approx_math=True),
     )(q, k, v, dout, stats, q_lay, k_lay, bounds, factors, dq_acc)
-    dq = dq_acc[...][:, :t]
+    dq = untile_dq(dq_acc[...], block_q)[:, :t]
     if deterministic:
         dq = dq.astype(jnp.float32) * (jnp.swapaxes(fixed_unscale, 1, 2)[..., None] * scale)
     return dq.astype(dtype), dk[:, :s_len], dv[:, :s_len]
