@@ -15,12 +15,12 @@ and keep dK and dV in registers across the group (GQA summed there). Per tile an
 
 issued in that order (FA3's): the dQ half goes through shared memory, while dK's product runs,
 into an accumulator in global memory by TMA reduce-add, in the order it lies in shared memory
-(8x8 tiles: no selects in the store, and one copy of contiguous bytes; -1 to -3.4% against
-row-major 256-byte rows, docs/bench/h100-2026-11-24-contiguous-dq); XLA puts it back in token
-order. 5 products per (query, key) pair instead
-of the Triton kernels' 7. The programs' dQ shares arrive in any order, and float32 additions
-depend on it; so by default (deterministic) each share is scaled by a power of two per query row
-and rounded to int32 (to_fixed, fixed_point_scales), and integer sums give bitwise-equal reruns.
+(8x8 tiles: no selects in the store, and one copy of contiguous bytes; 1-3.4% faster than rows of
+256 bytes, docs/bench/h100-2026-11-24-contiguous-dq); XLA puts it back in token order
+(untile_dq). 5 products per (query, key) pair instead of the Triton kernels' 7. The programs'
+dQ shares arrive in any order, and float32 additions depend on it; so by default
+(deterministic) each share is scaled by a power of two per query row and rounded to int32
+(to_fixed, fixed_point_scales), and integer sums give bitwise-equal reruns.
 With deterministic=False the shares are added in float32 (2-3% faster on an H100; dQ differs
 between reruns in its last bits). dK and dV are bitwise equal across reruns either way.
 The accumulator is a `jax.new_ref` passed to the kernel (plgpu.kernel aliases refs in and out).
@@ -246,7 +246,10 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
         ((q_smem, do_smem, st_smem, k_smem, v_smem, ds_smem, dq_smem), (q_ready, do_ready,
                                                                          st_ready),
          free, kv_ready, ds_ready, done) = scoped
-        dq_smem, dq_flat = dq_smem  # the same bytes: 8x8 tiles for registers, flat for TMA
+        # the same bytes: 8x8 tiles for the registers' store, flat for TMA. A RefUnion's groups
+        # each start at its first byte; Mosaic does not promise more, and writing through one
+        # view and reading through the other relies on that (the GPU tests check every element)
+        dq_smem, dq_flat = dq_smem
 
         lo, hi, lf, uf = block_bounds(bounds_ref, batch, tile // row_ratio, col_ratio,
                                       num_q_tiles)
