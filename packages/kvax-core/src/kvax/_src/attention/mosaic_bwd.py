@@ -43,6 +43,7 @@ Measured on an H100 in docs/bench/h100-2026-11-23-mosaic-bwd and docs/bench/h100
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import jax
 import jax.numpy as jnp
@@ -57,10 +58,7 @@ from kvax._src.attention.mosaic_fwd import (block_bounds, for_tma, load_layout, 
 from kvax._src.attention.variant import MaskVariant
 
 HEAD_DIMS = (64, 128)  # dK and dV of 64 keys x 256 do not fit one warpgroup's registers
-# dQ's shares leave registers as tiles of 8 x 8 (Mosaic stores them there with no bank conflicts
-# and no selects) and each consumer's share of a step goes out by one TMA reduce-add of
-# contiguous bytes into an accumulator in that order; untile_dq puts it back in token order.
-DQ_TILE = 8
+DQ_TILE = 8  # dQ's shares in shared memory and in its accumulator: tiles of 8 x 8 (untile_dq)
 
 # The deterministic dQ: sums of integers do not depend on their order. Each program's share of
 # dQ, times a power of two fixed per row (fixed_point_scales), is rounded to int32 and summed by
@@ -138,7 +136,7 @@ def untile_dq(acc, block_q: int):
     DQ_TILE x DQ_TILE tiles, row-major over the tiles and within each, as a tiled shared-memory
     array lies (plgpu.TilingTransform)."""
     b, n, tiles, halves = acc.shape[:4]
-    half = acc[0, 0, 0, 0].size // block_q
+    half = math.prod(acc.shape[4:]) // block_q
     acc = acc.reshape(b, n, tiles, halves, block_q // DQ_TILE, half // DQ_TILE, DQ_TILE, DQ_TILE)
     # (b, n, query tile, half, tile row, tile column, row, column) -> (b, t, n, h)
     acc = acc.transpose(0, 2, 4, 6, 1, 3, 5, 7)
@@ -207,6 +205,8 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
     t_pad, s_pad = round_up(t, block_q), round_up(s_len, keys)
     num_k_tiles, num_q_tiles = s_pad // keys, t_pad // block_q
     half = h // 2  # the dQ columns each consumer computes
+    acc_dtype = jnp.int32 if deterministic else jnp.float32  # dQ's accumulator
+    dq_share = (block_q * half // 256, 256)  # a consumer's share of a step as TMA moves it
     swizzle = min(128, half * dtype.itemsize)  # K's column halves are whole swizzle tiles
     tiled = (plgpu.TilingTransform((8, swizzle // dtype.itemsize)),
              plgpu.SwizzleTransform(swizzle))
@@ -428,8 +428,6 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
             plgpu.Barrier(num_arrivals=2, num_barriers=2), plgpu.Barrier(num_arrivals=2),
             collective_axes="wg")
 
-    acc_dtype = jnp.int32 if deterministic else jnp.float32
-    dq_share = (block_q * half // 256, 256)  # a consumer's share of a step as TMA moves it
     dq_acc = jax.new_ref(jnp.zeros((b, n, num_q_tiles, 2, *dq_share), acc_dtype))
     dk, dv = plgpu.kernel(
         entry,  # refs: the inputs with dq_acc last (aliased in and out), then dk and dv
