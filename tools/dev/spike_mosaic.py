@@ -6,9 +6,10 @@ block mask, against today's Triton forward; same inputs, one process.
 First a check on small odd shapes with NaN in the padding (both kernels against the float64
 reference, beside bf16 math done plainly), then per workload: fwd ms and TF/s of each kernel and
 configuration, and the largest differences from the Triton output and logsumexp. A config is
-BQxBKVxSTAGES, with trailing letters: "t" for the tiles' layout by TMA, "o" for each tile's
+BQxBKVxSTAGES, with trailing letters (FLAGS): "t" for the tiles' layout by TMA, "o" for each tile's
 softmax overlapped with the previous tile's PV; a suffix "@C" soft-caps that kernel at C.
---rounds N times every kernel N times in turn (the machine's spread shows), --rows picks
+--rounds N times every kernel N times in turn, every other round in reverse order (the machine's
+spread shows, and a drift within a round cancels), --rows picks
 workloads, --logits-soft-cap C caps every kernel without its own "@".
 """
 
@@ -34,6 +35,10 @@ CHECK_WORKLOADS = (
     Workload(1500, 3, 130, batch=2, num_heads=4, num_kv_heads=1, seed=12),
     Workload(777, 1, 0, num_heads=2, num_kv_heads=2, seed=13, causal=False),
     Workload(2048, num_pad_tokens=300, doc_median=90, num_heads=4, num_kv_heads=4, seed=14),
+    # rows that take the document chunks (runs.py), documents starting off multiples of 8
+    Workload(3001, 3, 211, num_heads=4, num_kv_heads=2, seed=15, ids="shuffled"),
+    Workload(2500, num_pad_tokens=100, doc_median=700, batch=2, num_heads=4, num_kv_heads=2,
+             seed=16),
 )
 
 
@@ -42,13 +47,17 @@ def config_cap(text: str, cap):
     return float(text.split("@")[1]) if "@" in text else cap
 
 
+# a config's trailing letters: MosaicConfig fields set to True (trial patches add theirs here)
+FLAGS = {"t": "layout_by_tma", "o": "overlap"}
+
+
 def parse_config(text: str):
     from kvax._src.attention.mosaic_fwd import MosaicConfig
 
     text = text.split("@")[0]
-    bq, bkv, stages, flags = re.fullmatch(r"(\d+)x(\d+)x(\d+)([to]*)", text).groups()
+    bq, bkv, stages, flags = re.fullmatch(r"(\d+)x(\d+)x(\d+)([a-zA-Z]*)", text).groups()
     return MosaicConfig(block_q=int(bq), block_kv=int(bkv), stages=int(stages),
-                        layout_by_tma="t" in flags, overlap="o" in flags)
+                        **{FLAGS[f]: True for f in flags})
 
 
 def _prepare(w: Workload, params):
@@ -157,8 +166,8 @@ def measure(w: Workload, configs, params, repeats: int, rounds: int = 1, cap=Non
             lse_diff = float(np.max(np.abs(np.where(np.isfinite(b), a - b, 0))))
         print(f"  {w.name:<62} {name:<10} first {first:5.1f} s  max diff {diff:.2e} lse "
               f"{lse_diff:.1e}", flush=True)
-    for r in range(rounds):
-        for name in results:
+    for r in range(rounds):  # every other round in reverse (ABBA: drift cancels)
+        for name in (list(results) if r % 2 == 0 else list(results)[::-1]):
             ms = median_ms(lambda fn=fns[name]: fn(q, k, v), repeats)
             print(f"  {w.name:<62} {name:<10} {ms:8.2f} ms {flops / ms / 1e9:6.0f} TF/s"
                   f"  (round {r + 1})", flush=True)
