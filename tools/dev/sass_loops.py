@@ -23,15 +23,16 @@ def instructions(path: str, function: str | None = None) -> list[tuple[int, str]
     """(address, text) of each instruction; with function, only the first `Function :` section
     whose name contains it."""
     found, keep = [], function is None
-    for line in open(path):
-        if "Function :" in line:
-            if found and function is not None and keep:
-                break
-            keep = function is None or function in line
-            continue
-        m = _INSTRUCTION.match(line)
-        if m and keep:
-            found.append((int(m.group(1), 16), m.group(2).strip()))
+    with open(path) as f:
+        for line in f:
+            if "Function :" in line:
+                if found and function is not None and keep:
+                    break
+                keep = function is None or function in line
+                continue
+            m = _INSTRUCTION.match(line)
+            if m and keep:
+                found.append((int(m.group(1), 16), m.group(2).strip()))
     return found
 
 
@@ -47,9 +48,10 @@ def loops(code: list[tuple[int, str]]) -> list[tuple[int, int]]:
     for i, (address, text) in enumerate(code):
         if opcode(text) != "BRA":
             continue
-        target = re.search(r"0x([0-9a-f]+)", text.split("BRA", 1)[1])
-        if target and int(target.group(1), 16) <= address and int(target.group(1), 16) in index:
-            spans.append((index[int(target.group(1), 16)], i))
+        found = re.search(r"0x([0-9a-f]+)", text.split("BRA", 1)[1])
+        target = int(found.group(1), 16) if found else None
+        if target is not None and target <= address and target in index:
+            spans.append((index[target], i))
     return spans
 
 
