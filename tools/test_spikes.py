@@ -49,3 +49,55 @@ def test_sass_loops_counts_a_backward_branchs_span(tmp_path, capsys):
     sass_loops.main([str(path), "--min", "1"])
     out = capsys.readouterr().out.splitlines()
     assert out[1].startswith("0x00010-0x00040: 4 instructions; FFMA 1, FSEL 1, MUFU 1, BRA 1")
+
+
+def _profile_entries(init, ranges, stale=(), space=16):
+    """One warpgroup's profiler entries: a 3-word header, Init's two stamps, the ranges' stamps
+    in order (a range is (name id, enter, exit) or nested lists), then stale words."""
+    words = [0, 0, 4, 0, init[0], 1 << 31, init[1]]
+    for name, enter, exit_ in ranges:
+        words += [name, enter, name | 1 << 31, exit_]
+    words += list(stale)
+    return words + [0] * (space * 4 - len(words))
+
+
+def test_profile_timeline_reads_only_each_blocks_own_stamps(capsys):
+    """Two SMs, three blocks each; the middle block on SM 0 has no work, so past its Init its
+    shared memory still holds the block before's stamps, which must not count. Each block takes
+    1000 cycles of loop; blocks start 2000 cycles apart."""
+    import numpy as np
+    import profile_timeline
+
+    names = {"Init": 0, "prologue": 1, "first_key": 2, "loop": 3, "epilogue": 4,
+             "store_wait": 5, "producer": 6}
+    blocks = []
+    for b in range(6):
+        sm, k = b % 2, b // 2
+        c0 = 10_000 + 2000 * k + 13 * sm
+        wgs = []
+        for wg in range(3):
+            if sm == 0 and k == 1:  # no work: Init, then the earlier block's loop
+                words = _profile_entries((c0, c0 + 50), [], stale=[3, c0 - 1900, 3 | 1 << 31,
+                                                                  c0 - 900])
+            elif wg < 2:
+                words = _profile_entries((c0, c0 + 50), [(1, c0 + 100, c0 + 300),
+                                                         (3, c0 + 300, c0 + 1300),
+                                                         (4, c0 + 1300, c0 + 1400)])
+            else:
+                words = _profile_entries((c0, c0 + 50), [(6, c0 + 100, c0 + 1200)])
+            words[0], words[1] = 1000 * k + sm, sm  # start (ns at 2 cycles a ns), SM
+            wgs.append(words)
+        blocks.append(wgs)
+    buffer = np.array(blocks, np.uint32).ravel()
+    stamps = profile_timeline.parse(buffer, names, 16)
+    assert stamps[2][0][2] == {"Init": [(12_000, 12_050)]}  # the stale loop dropped
+    assert stamps[0][0][2]["loop"] == [(10_300, 11_300)]
+    items = np.array([[0, 0, 128, 0, 2, 0, 1]] * 6)  # steps 2, one of them full
+    profile_timeline.summarize(stamps, items, "made up")
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("made up: 5 programs with work in 5 blocks, 1 blocks without, on 2 "
+                             "SMs")
+    loop = next(line for line in out if line.strip().startswith("loop "))
+    assert loop.split()[-2] == "500"  # ns a program: 1000 cycles at 2 GHz
+    shares = [float(line.split("%")[0].split()[-1]) for line in out[1:] if "%" in line]
+    assert abs(sum(shares) - 100) < 0.5

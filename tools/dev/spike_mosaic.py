@@ -41,6 +41,14 @@ CHECK_WORKLOADS = (
              seed=16),
 )
 
+# the measured rows (--rows picks them by number)
+ROWS = (Workload(65536, 8, 2000),
+        Workload(65536, num_pad_tokens=1000, doc_median=1100, ids="shuffled"),
+        Workload(65536, num_pad_tokens=1000, doc_median=190),
+        Workload(131072, 16, 2000),
+        Workload(65536, 1, 0),
+        Workload(16384, 1, 0, causal=False))
+
 
 def config_cap(text: str, cap):
     """The soft cap a config asks for ("...@C"), else cap."""
@@ -208,12 +216,7 @@ def main(argv=None):
     print("check (small, NaN in padding):", flush=True)
     cap = args.logits_soft_cap
     print("check", "passed" if check_small(configs, params, cap) else "FAILED", flush=True)
-    rows = [Workload(65536, 8, 2000),
-            Workload(65536, num_pad_tokens=1000, doc_median=1100, ids="shuffled"),
-            Workload(65536, num_pad_tokens=1000, doc_median=190),
-            Workload(131072, 16, 2000),
-            Workload(65536, 1, 0),
-            Workload(16384, 1, 0, causal=False)]
+    rows = list(ROWS)
     if args.quick:
         rows = rows[:1]
     elif args.rows:

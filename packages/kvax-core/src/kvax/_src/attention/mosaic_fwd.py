@@ -211,6 +211,15 @@ def programs(mask: AttentionMask, config: MosaicConfig, t: int, s_len: int, doc_
     return jnp.where(exact, chunks, tiles).astype(jnp.int32)
 
 
+def chunked(mask: AttentionMask, config: MosaicConfig, head_dim: int, variant: MaskVariant):
+    """The mask's document chunks (runs.py) where the forward takes them, else None: the plain
+    O buffer their partial stores need fits beside 128-key tiles up to head dim 128."""
+    if (mask.doc_runs is None or config.rows != runs.CHUNK or head_dim > 128
+            or variant != MaskVariant()):
+        return None
+    return mask.doc_runs
+
+
 def lse_slots(items, t: int, rows: int):
     """[B, T] int32: where the kernel left each token's logsumexp, program m's rows being slots
     [m x rows, (m + 1) x rows) (programs' own rows partition the tokens, in order)."""
@@ -245,10 +254,7 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
             f"the Mosaic forward needs a mask whose blocks are multiples of {rows}x{block_kv}, got "
             f"{mask.row_block}x{mask.col_block}")
     t_pad, s_pad = round_up(t, rows), round_up(s_len, block_kv)
-    # chunks from each document's first token (runs.py) where the mask has them; the plain O
-    # buffer their partial stores need fits beside 128-key tiles up to head dim 128
-    doc_runs = (mask.doc_runs if mask.doc_runs is not None and rows == runs.CHUNK and h <= 128
-                and variant == MaskVariant() else None)
+    doc_runs = chunked(mask, config, h, variant)
     items = programs(mask, config, t, s_len, doc_runs=doc_runs)
     num_items = items.shape[1]
 
@@ -301,45 +307,48 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
         @pl.when((wg < 2) & live_item)
         def _consumer():
             plgpu.set_max_registers(232, action="increase")
-            qo_smem = qo_smem2.at[wg]
-            lse_smem = lse_smem2.at[wg]
-            q_start = first + wg * block_q
-            plgpu.copy_gmem_to_smem(q_ref.at[batch, pl.ds(q_start, block_q), head], qo_smem,
-                                    q_ready.at[wg])
-            q_pos_r, q_seg_r = load_layout(qlay_ref, batch, q_start, block_q, row_layout)
-            c = factors_ref[0]
-            plgpu.barrier_wait(q_ready.at[wg])
-            if store_query:  # the tile, its padding rows zeroed, back out (programs whose rows
-                # overlap store the same values)
-                @pl.when(qpads_ref[batch, q_start // TMA_ROWS] != 0)
+            with jax.named_scope("prologue"):
+                qo_smem = qo_smem2.at[wg]
+                lse_smem = lse_smem2.at[wg]
+                q_start = first + wg * block_q
+                plgpu.copy_gmem_to_smem(q_ref.at[batch, pl.ds(q_start, block_q), head], qo_smem,
+                                        q_ready.at[wg])
+                q_pos_r, q_seg_r = load_layout(qlay_ref, batch, q_start, block_q, row_layout)
+                c = factors_ref[0]
+                plgpu.barrier_wait(q_ready.at[wg])
+                if store_query:  # the tile, its padding rows zeroed, back out (programs whose rows
+                    # overlap store the same values)
+                    @pl.when(qpads_ref[batch, q_start // TMA_ROWS] != 0)
+                    def _():
+                        zero_padding_rows(qo_smem, q_seg_r, pad_id)
+
+                    plgpu.copy_smem_to_gmem(qo_smem,
+                                            qout_ref.at[batch, pl.ds(q_start, block_q), head])
+                if cap is None:  # online_softmax needs a positive factor: the sign goes into Q
+                    @pl.when(c < 0)
+                    def _():
+                        if store_query:
+                            plgpu.wait_smem_to_gmem(0, wait_read_only=True)
+                        qo_smem[...] = -plgpu.load(qo_smem, layout=plgpu.Layout.WGMMA)
+                        plgpu.commit_smem()
+
+                    # a scale of 0 becomes 1e-30: logits of ~1e-28, so the same uniform weights
+                    c = jnp.maximum(jnp.where(c < 0, -c, c), 1e-30)
+                m_0 = -jnp.inf if fixed_m is None else fixed_m
+                m_i = plgpu.layout_cast(jnp.full((block_q,), m_0, jnp.float32), row_layout)
+                l_i = plgpu.layout_cast(jnp.full((block_q,), 0.0, jnp.float32), row_layout)
+                acc = None if config.overlap else plgpu.layout_cast(  # overlap: O in an ACC
+                    jnp.full((block_q, h), 0.0, jnp.float32), plgpu.Layout.WGMMA)
+
+                @pl.when(steps > 0)
+                @jax.named_scope("first_key")
                 def _():
-                    zero_padding_rows(qo_smem, q_seg_r, pad_id)
+                    plgpu.barrier_wait(k_ready.at[0])
 
-                plgpu.copy_smem_to_gmem(qo_smem, qout_ref.at[batch, pl.ds(q_start, block_q), head])
-            if cap is None:  # online_softmax needs a positive factor: the sign goes into Q
-                @pl.when(c < 0)
-                def _():
-                    if store_query:
-                        plgpu.wait_smem_to_gmem(0, wait_read_only=True)
-                    qo_smem[...] = -plgpu.load(qo_smem, layout=plgpu.Layout.WGMMA)
-                    plgpu.commit_smem()
-
-                # a scale of 0 becomes 1e-30: logits of ~1e-28, so the same uniform weights
-                c = jnp.maximum(jnp.where(c < 0, -c, c), 1e-30)
-            m_0 = -jnp.inf if fixed_m is None else fixed_m
-            m_i = plgpu.layout_cast(jnp.full((block_q,), m_0, jnp.float32), row_layout)
-            l_i = plgpu.layout_cast(jnp.full((block_q,), 0.0, jnp.float32), row_layout)
-            acc = None if config.overlap else plgpu.layout_cast(  # overlap: O in an ACC
-                jnp.full((block_q, h), 0.0, jnp.float32), plgpu.Layout.WGMMA)
-
-            @pl.when(steps > 0)
-            def _():
-                plgpu.barrier_wait(k_ready.at[0])
-
-            if config.overlap:  # warpgroup 0 has the first turn
-                pl.when(wg == 1)(lambda: plgpu.barrier_arrive(schedule.at[0]))
-            else:  # warpgroup 1 starts a hand-over behind
-                pl.when(wg == 1)(sync)
+                if config.overlap:  # warpgroup 0 has the first turn
+                    pl.when(wg == 1)(lambda: plgpu.barrier_arrive(schedule.at[0]))
+                else:  # warpgroup 1 starts a hand-over behind
+                    pl.when(wg == 1)(sync)
 
             def key_layout(i, slot):
                 """The key tile's positions and segment ids in the logits' column layout."""
@@ -505,91 +514,97 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
 
                 return pl.run_scoped(with_output, plgpu.ACC((block_q, h), jnp.float32))
 
-            if config.overlap:
-                acc, m_i, l_i = overlapped(m_i, l_i)
-            else:
-                carry = (acc, m_i, l_i)
-                carry = lax.fori_loop(0, f_lo, lambda i, c_: step(i, c_, True), carry)
-                carry = lax.fori_loop(f_lo, f_hi, lambda i, c_: step(i, c_, False), carry)
-                acc, m_i, l_i = lax.fori_loop(f_hi, steps, lambda i, c_: step(i, c_, True), carry)
-                pl.when(wg == 0)(sync)
+            with jax.named_scope("loop"):
+                if config.overlap:
+                    acc, m_i, l_i = overlapped(m_i, l_i)
+                else:
+                    carry = (acc, m_i, l_i)
+                    carry = lax.fori_loop(0, f_lo, lambda i, c_: step(i, c_, True), carry)
+                    carry = lax.fori_loop(f_lo, f_hi, lambda i, c_: step(i, c_, False), carry)
+                    acc, m_i, l_i = lax.fori_loop(f_hi, steps, lambda i, c_: step(i, c_, True),
+                                                  carry)
+                    pl.when(wg == 0)(sync)
 
-            live = l_i > 0.0
-            if sinks is not None:  # the head's sink logit joins live rows' denominators
-                sink = factors_ref[1 + head]
-                m_f = jnp.where(live, jnp.maximum(m_i, sink), m_i)
-                alpha = jnp.where(live, jnp.exp2(m_i - m_f), 1.0)
-                l_i = jnp.where(live, l_i * alpha + jnp.exp2(sink - m_f), l_i)
-                acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
-                m_i = m_f
-            l_safe = jnp.where(live, l_i, 1.0)
-            acc = acc * lax.broadcast_in_dim(1.0 / l_safe, acc.shape, [0])
-            lse_smem[...] = jnp.where(live, (m_i + jnp.log2(l_safe)) * (1.0 / LOG2E), -jnp.inf)
-            # the logsumexp in the program's slot (gathered into token order after the kernel)
-            lse_slot = lse_ref.at[batch, head, pl.ds(item * rows + wg * block_q, block_q)]
-            # the rows of ours this consumer stores: [lo_r, hi_r) of its block_q
-            lo_r = jnp.clip(own_start - q_start, 0, block_q)
-            hi_r = jnp.clip(own_end - q_start, lo_r, block_q)
-            whole = (lo_r == 0) & (hi_r == block_q)
+            with jax.named_scope("epilogue"):
+                live = l_i > 0.0
+                if sinks is not None:  # the head's sink logit joins live rows' denominators
+                    sink = factors_ref[1 + head]
+                    m_f = jnp.where(live, jnp.maximum(m_i, sink), m_i)
+                    alpha = jnp.where(live, jnp.exp2(m_i - m_f), 1.0)
+                    l_i = jnp.where(live, l_i * alpha + jnp.exp2(sink - m_f), l_i)
+                    acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
+                    m_i = m_f
+                l_safe = jnp.where(live, l_i, 1.0)
+                acc = acc * lax.broadcast_in_dim(1.0 / l_safe, acc.shape, [0])
+                lse_smem[...] = jnp.where(live, (m_i + jnp.log2(l_safe)) * (1.0 / LOG2E), -jnp.inf)
+                # the logsumexp in the program's slot (gathered into token order after the kernel)
+                lse_slot = lse_ref.at[batch, head, pl.ds(item * rows + wg * block_q, block_q)]
+                # the rows of ours this consumer stores: [lo_r, hi_r) of its block_q
+                lo_r = jnp.clip(own_start - q_start, 0, block_q)
+                hi_r = jnp.clip(own_end - q_start, lo_r, block_q)
+                whole = (lo_r == 0) & (hi_r == block_q)
 
-            @pl.when(whole)
-            def _():
-                if store_query:
-                    plgpu.wait_smem_to_gmem(0, wait_read_only=True)
-                qo_smem[...] = acc.astype(dtype)
-                plgpu.commit_smem()
-                plgpu.copy_smem_to_gmem(qo_smem, out_ref.at[batch, pl.ds(q_start, block_q), head])
-                plgpu.copy_smem_to_gmem(lse_smem, lse_slot)
-
-            if doc_runs is not None:  # a chunk's first and last rows: only its document's
-                @pl.when(~whole)
+                @pl.when(whole)
                 def _():
-                    o_plain = o_plain2.at[wg]
-                    o_plain[...] = acc.astype(dtype)
+                    if store_query:
+                        plgpu.wait_smem_to_gmem(0, wait_read_only=True)
+                    qo_smem[...] = acc.astype(dtype)
                     plgpu.commit_smem()
+                    plgpu.copy_smem_to_gmem(qo_smem,
+                                            out_ref.at[batch, pl.ds(q_start, block_q), head])
                     plgpu.copy_smem_to_gmem(lse_smem, lse_slot)
-                    g = TMA_ROWS
-                    for i in range(block_q // g):  # whole 8-row groups
-                        plgpu.copy_smem_to_gmem(
-                            o_plain.at[pl.ds(g * i, g)],
-                            out_ref.at[batch, pl.ds(q_start + g * i, g), head],
-                            predicate=(lo_r <= g * i) & (g * i + g <= hi_r))
-                    # lo_r's group's end and hi_r's group's start
-                    up = jnp.minimum(lo_r + (g - 1) - lax.rem(lo_r + (g - 1), g), hi_r)
-                    down = jnp.maximum(hi_r - lax.rem(hi_r, g), up)
-                    for i in range(g - 1):  # the partial groups row by row
-                        for r, end in ((lo_r + i, up), (down + i, hi_r)):
-                            plgpu.copy_smem_to_gmem(
-                                o_plain.at[pl.ds(r, 1)],
-                                out_ref.at[batch, pl.ds(q_start + r, 1), head],
-                                predicate=r < end)
 
-            plgpu.wait_smem_to_gmem(0)
+                if doc_runs is not None:  # a chunk's first and last rows: only its document's
+                    @pl.when(~whole)
+                    def _():
+                        o_plain = o_plain2.at[wg]
+                        o_plain[...] = acc.astype(dtype)
+                        plgpu.commit_smem()
+                        plgpu.copy_smem_to_gmem(lse_smem, lse_slot)
+                        g = TMA_ROWS
+                        for i in range(block_q // g):  # whole 8-row groups
+                            plgpu.copy_smem_to_gmem(
+                                o_plain.at[pl.ds(g * i, g)],
+                                out_ref.at[batch, pl.ds(q_start + g * i, g), head],
+                                predicate=(lo_r <= g * i) & (g * i + g <= hi_r))
+                        # lo_r's group's end and hi_r's group's start
+                        up = jnp.minimum(lo_r + (g - 1) - lax.rem(lo_r + (g - 1), g), hi_r)
+                        down = jnp.maximum(hi_r - lax.rem(hi_r, g), up)
+                        for i in range(g - 1):  # the partial groups row by row
+                            for r, end in ((lo_r + i, up), (down + i, hi_r)):
+                                plgpu.copy_smem_to_gmem(
+                                    o_plain.at[pl.ds(r, 1)],
+                                    out_ref.at[batch, pl.ds(q_start + r, 1), head],
+                                    predicate=r < end)
+
+                with jax.named_scope("store_wait"):
+                    plgpu.wait_smem_to_gmem(0)
 
         @pl.when((wg == 2) & live_item)
         def _producer():
             plgpu.set_max_registers(40, action="decrease")
-            kv_head = lax.div(head, jnp.int32(group))
+            with jax.named_scope("producer"):
+                kv_head = lax.div(head, jnp.int32(group))
 
-            def issue(i, slot, wait):
-                tiles = (batch, pl.ds(key_start(i), block_kv), kv_head)
-                if wait:
-                    plgpu.barrier_wait(k_free.at[slot])
-                plgpu.copy_gmem_to_smem(k_ref.at[tiles], k_smem.at[slot], k_ready.at[slot])
-                if wait:
-                    plgpu.barrier_wait(v_free.at[slot])
-                plgpu.copy_gmem_to_smem(v_ref.at[tiles], v_smem.at[slot], v_ready.at[slot])
-                if config.layout_by_tma:
-                    plgpu.copy_gmem_to_smem(
-                        klay_ref.at[batch, :, pl.ds(key_start(i), block_kv)],
-                        klay_smem.at[slot], lay_ready.at[slot])
+                def issue(i, slot, wait):
+                    tiles = (batch, pl.ds(key_start(i), block_kv), kv_head)
+                    if wait:
+                        plgpu.barrier_wait(k_free.at[slot])
+                    plgpu.copy_gmem_to_smem(k_ref.at[tiles], k_smem.at[slot], k_ready.at[slot])
+                    if wait:
+                        plgpu.barrier_wait(v_free.at[slot])
+                    plgpu.copy_gmem_to_smem(v_ref.at[tiles], v_smem.at[slot], v_ready.at[slot])
+                    if config.layout_by_tma:
+                        plgpu.copy_gmem_to_smem(
+                            klay_ref.at[batch, :, pl.ds(key_start(i), block_kv)],
+                            klay_smem.at[slot], lay_ready.at[slot])
 
-            for i in range(stages):
-                pl.when(i < steps)(lambda i=i: issue(i, i, False))
+                for i in range(stages):
+                    pl.when(i < steps)(lambda i=i: issue(i, i, False))
 
-            @pl.loop(0, jnp.maximum(steps - stages, 0))
-            def _(i):
-                issue(i + stages, lax.rem(i, stages), True)
+                @pl.loop(0, jnp.maximum(steps - stages, 0))
+                def _(i):
+                    issue(i + stages, lax.rem(i, stages), True)
 
     def entry(*refs):
         # inputs, then out, lse and with store_query the zeroed q

@@ -1,0 +1,320 @@
+"""Where the Mosaic kernels' time goes, program by program (issue #12), from Mosaic GPU's
+on-device profiler.
+
+    python tools/dev/profile_timeline.py [--rows 1,0] [--configs 64x128x2] [--space 8] [--out DIR]
+    python tools/dev/profile_timeline.py --backward [--rows 1,0] [--space 8]
+    python tools/dev/profile_timeline.py --load DIR/row1-64x128x2.npz [--space 8]   # no GPU
+
+The kernels' named scopes (mosaic_fwd: prologue with first_key inside it, loop, epilogue with
+store_wait inside it, producer; mosaic_bwd: prologue, loop, epilogue with store_wait) become
+ranges that each warpgroup stamps with its SM's clock (`CompilerParams(profile_space=...)`; only
+the profiled kernel is built with it). Per row this prints how the SMs' cycles split: between
+one block's last stamp and the next block's first on the same SM, blocks with nothing to do,
+each phase of the consumers (the later consumer's; the "rest" line is negative where the two
+overlap), and the SMs idle before their first and after their last block (the tail); for the
+forward also a least-squares fit of a program's loop on its full and masked steps. The raw stamps
+go to DIR/row<N>-<config>.npz (or row<N>-backward.npz); --load summarizes them again.
+
+Each block copies its stamps out when it ends, one thread a word, so the gap between blocks
+grows with --space (per program on the log-normal row: 0.85, 4.0, 5.8 and 9.8 us at 8, 16, 24
+and 40); the phases do not. Keep --space as small as the ranges allow (8 fits every range once).
+The kernel is also timed without the profiler. That time and the profiled span come from
+different runs, and the span is converted from cycles at the rate the stamps give (at --space 8
+on the log-normal row: 2.80 ms profiled, 2.99 ms without), so compare phases as shares of
+cycles, not with the plain time. Rows and configurations are spike_mosaic.py's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from measure import median_ms  # noqa: E402
+from spike_mosaic import ROWS, kernels, parse_config  # noqa: E402
+
+PHASES = ("prologue", "first_key", "loop", "epilogue", "store_wait")
+WRAP = 2**32  # %clock and the global timer's low word are 32-bit
+
+
+def capture(make, args, space: int, out_dir: str, module, name: str, runs: int = 3):
+    """make() builds a function; module.name (mosaic_fwd.forward or mosaic_bwd.backward) builds
+    its kernel with the profiler on, the rest without. Run `runs` times: the last run's raw
+    buffer, the CUDA grid and the names' ids. (Pallas names the trace file once, when it lowers,
+    and writes it only if absent: it is removed after each run.)"""
+    import glob
+
+    import jax
+    import jax.experimental.pallas.mosaic_gpu as plgpu
+    from jax.experimental.mosaic.gpu import profiler
+
+    taken = []
+
+    def keep(spec, buffer, f, grid, block):  # instead of a Perfetto trace
+        taken.append((np.asarray(buffer), tuple(grid), dict(spec.interned_names)))
+
+    original, dump = getattr(module, name), profiler.ProfilerSpec.dump
+
+    def profiled(*a, **kw):  # runs while the function is traced
+        plain = plgpu.CompilerParams
+        plgpu.CompilerParams = functools.partial(plain, profile_space=space,
+                                                 profile_dir=out_dir, profile_bounds_check=True)
+        try:
+            return original(*a, **kw)
+        finally:
+            plgpu.CompilerParams = plain
+
+    setattr(module, name, profiled)
+    profiler.ProfilerSpec.dump = keep
+    try:
+        fn = make()
+        for _ in range(runs):
+            jax.block_until_ready(fn(*args))
+            jax.effects_barrier()
+            for path in glob.glob(os.path.join(out_dir, "*-trace.json")):
+                os.remove(path)
+    finally:
+        setattr(module, name, original)
+        profiler.ProfilerSpec.dump = dump
+    if len(taken) != runs:
+        raise RuntimeError(f"{len(taken)} profiles of {runs} runs came back")
+    return taken[-1]
+
+
+def parse(buffer, names, space: int, warpgroups: int = 3):
+    """Per (block, warpgroup): (start ns, SM, {range: [(enter, exit) clocks, ...]}), blocks in
+    the profiler's order ((x, y, z) = the Pallas grid reversed, z fastest). The profiler's own
+    "Init" range (barrier set-up, every block) comes first; the kernel's ranges follow until a
+    stamp that is not one of this block's: the header's count misses ranges recorded inside
+    `pl.when` bodies (all of ours), and shared memory still holds an earlier block's stamps past
+    them (a program with nothing to do records none). So a stamp is read only while its name is
+    known, it is not before the stamp before it (Init's exit first), and its range nests."""
+    entries = buffer.reshape(-1, warpgroups, space * 4).astype(np.int64)
+    unname = {v: k for k, v in names.items()}
+    stamps = []
+    for blk in range(entries.shape[0]):
+        wgs = []
+        for wg in range(warpgroups):
+            e = entries[blk, wg]
+            ranges, open_, last = {}, [], None
+            for j in range(3, space * 4 - 1, 2):
+                tag, clock = int(e[j]), int(e[j + 1])
+                name = unname.get(tag & 0x7FFFFFFF)
+                if name is None or (last is not None and (clock - last) % WRAP > WRAP // 2):
+                    break
+                if tag >> 31 == 0:
+                    ranges.setdefault(name, []).append([clock, None])
+                    open_.append(name)
+                else:
+                    if not open_ or open_[-1] != name:
+                        break
+                    open_.pop()
+                    ranges[name][-1][1] = clock
+                last = clock
+            wgs.append((int(e[0]), int(e[1]), {k: [tuple(p) for p in v if p[1] is not None]
+                                                   for k, v in ranges.items()}))
+        stamps.append(wgs)
+    return stamps
+
+
+def _after(c, ref):
+    """Cycles from ref to c on a 32-bit clock (negative if c is earlier)."""
+    return (c - ref + WRAP // 2) % WRAP - WRAP // 2
+
+
+def summarize(stamps, items, label: str):
+    """The SMs' time split into phases (shares of SMs x the kernel's span) and per program.
+    items: each block's row of the program table (its loop fit), or None (persistent kernels)."""
+    blocks = []  # (sm, start ns, first clock, last clock, {phase: cycles}, block, programs)
+    for blk, wgs in enumerate(stamps):
+        if not wgs[0][2].get("Init"):
+            continue
+        sm, start_ns, first = wgs[0][1], wgs[0][0], wgs[0][2]["Init"][0][0]
+        clocks = [c for _, _, r in wgs for spans in r.values() for pair in spans for c in pair]
+        last = first + max(_after(c, first) for c in clocks)
+        consumers = [r for _, _, r in wgs[:2]]
+        phases = {}
+        for name in ("Init",) + PHASES:
+            cycles = [sum(_after(b, a) for a, b in r[name]) for r in consumers if r.get(name)]
+            if cycles:
+                phases[name] = max(cycles)
+        if "prologue" in phases:
+            phases["table"] = max(_after(r["prologue"][0][0], r["Init"][0][1]) for r in consumers
+                                  if r.get("prologue") and r.get("Init"))
+        programs = max(len(r.get("loop", ())) for r in consumers)
+        blocks.append((sm, start_ns, first, last, phases, blk, programs))
+    by_sm = {}
+    for b in blocks:
+        by_sm.setdefault(b[0], []).append(b)
+    rates = []  # cycles per ns: each SM's blocks, first stamp against start time
+    for bs in by_sm.values():
+        t = np.array([_after(b[1], bs[0][1]) for b in bs], np.float64)
+        c = np.array([_after(b[2], bs[0][2]) for b in bs], np.float64)
+        if len(bs) >= 3 and np.ptp(t) > 0:
+            rates.append(np.polyfit(t, c, 1)[0])
+    ghz = float(np.median(rates))
+    gaps, head, tail = 0, 0.0, 0.0
+    t_first = {sm: min(_after(b[1], blocks[0][1]) for b in bs) for sm, bs in by_sm.items()}
+    t_last = {}
+    for sm, bs in by_sm.items():
+        ref = bs[0][2]
+        bs.sort(key=lambda b: _after(b[2], ref))
+        gaps += sum(_after(cur[2], prev[3]) for prev, cur in zip(bs, bs[1:]))
+        t_last[sm] = t_first[sm] + _after(bs[-1][3], bs[0][2]) / ghz
+    t0, t1 = min(t_first.values()), max(t_last.values())
+    head = sum(t - t0 for t in t_first.values()) * ghz
+    tail = sum(t1 - t for t in t_last.values()) * ghz
+    total = (t1 - t0) * len(by_sm) * ghz
+    live = [b for b in blocks if b[6]]
+    num_programs = sum(b[6] for b in blocks)
+    busy_live = sum(_after(b[3], b[2]) for b in live)
+    busy_dead = sum(_after(b[3], b[2]) for b in blocks if not b[6])
+    sums = {p: sum(b[4].get(p, 0) for b in live) for p in ("Init", "table") + PHASES}
+    print(f"{label}: {num_programs} programs with work in {len(live)} blocks, "
+          f"{len(blocks) - len(live)} blocks without, on {len(by_sm)} SMs; span "
+          f"{(t1 - t0) / 1e3:.0f} us at {ghz:.3f} GHz")
+
+    def line(name, cycles):
+        print(f"    {name:<40} {cycles / total * 100:5.1f}%  {cycles / num_programs / ghz:7.0f} "
+              f"ns/program")
+
+    line("SMs idle before their first block", head)
+    line("between blocks (exit, copy-out, launch)", gaps)
+    line("blocks without work", busy_dead)
+    line("Init (barriers)", sums["Init"])
+    line("Init to the first prologue (the table)", sums["table"])
+    line("prologue (Q; first_key apart)", sums["prologue"] - sums["first_key"])
+    line("first_key (waiting for key tile 0)", sums["first_key"])
+    line("loop", sums["loop"])
+    line("epilogue (store_wait apart)", sums["epilogue"] - sums["store_wait"])
+    line("store_wait (O's TMA store)", sums["store_wait"])
+    rest = (busy_live - sums["Init"] - sums["table"] - sums["prologue"] - sums["loop"]
+            - sums["epilogue"])
+    line("rest of the blocks (between ranges)", rest)
+    line("SMs idle after their last block", tail)
+    if items is not None and num_programs == len(live):  # loop cycles against steps
+        y = np.array([b[4]["loop"] for b in live], np.float64)
+        it = items[[b[5] for b in live]]
+        steps = it[:, 4].astype(np.float64)
+        full = np.maximum(it[:, 6] - it[:, 5], 0).astype(np.float64)
+        a = np.stack([np.ones_like(y), full, steps - full], 1)
+        coef = np.linalg.lstsq(a, y, rcond=None)[0]
+        print(f"    loop fit: {coef[0] / ghz:.0f} ns + {coef[1] / ghz:.0f} ns a full step + "
+              f"{coef[2] / ghz:.0f} ns a masked step; {full.sum():.0f} full and "
+              f"{(steps - full).sum():.0f} masked steps")
+
+
+def block_items(items, blocks: int, num_heads: int):
+    """Each block's row of the program table in the plain (not persistent) forward: the profiler
+    numbers blocks (x, y, z) = (batch, q_seq, heads) with z fastest (the Pallas grid reversed);
+    batch 1 here, and program q_seq takes item num_items - 1 - q_seq."""
+    num_items = items.shape[0]
+    return items[num_items - 1 - (np.arange(blocks) // num_heads) % num_items]
+
+
+def summarize_saved(path: str, space: int, num_heads: int = 32):
+    """summarize() again on a saved DIR/row<N>-<config>.npz (no GPU needed)."""
+    saved = np.load(path)
+    names = {str(name): i for i, name in enumerate(saved["names"])}
+    buffer, per_block = saved["buffer"], None
+    if "items" in saved:  # the forward's table
+        per_block = block_items(saved["items"], len(buffer) // (3 * space * 4),
+                                int(saved["heads"]) if "heads" in saved else num_heads)
+    summarize(parse(buffer, names, space), per_block, os.path.basename(path))
+
+
+def backward_timeline(rows, space: int, repeats: int, out_dir: str):
+    """The default (deterministic) Mosaic backward under jax.grad, profiled alone."""
+    import jax
+    import jax.numpy as jnp
+
+    import kvax.ops
+    from kvax._src.attention import mosaic_bwd
+    from workloads import inputs
+
+    for r in rows:
+        w = ROWS[int(r)]
+        q, k, v, pos, seg = inputs(w)
+        q, k, v = (jnp.asarray(x, w.dtype) for x in (q, k, v))
+        pos, seg = jnp.asarray(pos), jnp.asarray(seg)
+        masks = kvax.ops.create_attention_mask(pos, seg, pos, seg, calc_bwd_mask=True,
+                                               is_causal=w.causal)
+
+        def make():
+            jax.clear_caches()  # kvax's own jitted pieces would keep the kernel traced before
+
+            def loss(q, k, v):
+                out = kvax.ops.flash_attention(q, k, v, pos, seg, pos, seg, mask=masks,
+                                               scale=w.head_dim ** -0.5, is_causal=w.causal)
+                return jnp.sum(out.astype(jnp.float32))
+
+            return jax.jit(jax.grad(loss, argnums=(0, 1, 2)))
+
+        plain = make()
+        ms = median_ms(lambda: plain(q, k, v), repeats)
+        buffer, grid, names = capture(make, (q, k, v), space, out_dir, mosaic_bwd, "backward")
+        label = f"{w.name} backward"
+        print(f"{label}: forward+backward {ms:.3f} ms without the profiler", flush=True)
+        summarize(parse(buffer, names, space), None, label)
+        np.savez_compressed(os.path.join(out_dir, f"row{r}-backward.npz"), buffer=buffer,
+                            grid=np.array(grid), names=np.array(sorted(names, key=names.get)))
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--configs", default="64x128x2")
+    p.add_argument("--rows", default="1,0")
+    p.add_argument("--space", type=int, default=8, help="profiler events per warpgroup")
+    p.add_argument("--repeats", type=int, default=10)
+    p.add_argument("--out", default="/tmp/profile_timeline")
+    p.add_argument("--backward", action="store_true",
+                   help="the default Mosaic backward (under jax.grad) instead of the forward")
+    p.add_argument("--load", nargs="*", default=(),
+                   help="saved .npz files to summarize again (taken with --space), no GPU")
+    args = p.parse_args(argv)
+    if args.load:
+        for path in args.load:
+            summarize_saved(path, args.space)
+        return
+    import jax
+
+    from kvax._src.attention import mosaic_fwd
+    from kvax._src.attention.variant import MaskVariant
+    from kvax.ops import create_attention_mask
+    from kvax.utils import default_params
+
+    os.makedirs(args.out, exist_ok=True)
+    print("device", jax.devices()[0].device_kind, "jax", jax.__version__, flush=True)
+    if args.backward:
+        return backward_timeline(args.rows.split(","), args.space, args.repeats, args.out)
+    params = default_params(jax.devices()[0].device_kind, backward=False)
+    configs = args.configs.split(",")
+    for r in args.rows.split(","):
+        w = ROWS[int(r)]
+        inputs, fns = kernels(w, configs, params)
+        q, k, v, pos, seg = inputs
+        (mask,) = create_attention_mask(pos, seg, pos, seg, fwd_params=params, is_causal=w.causal)
+        for text in configs:
+            plain_ms = median_ms(lambda: fns[text](q, k, v), args.repeats)
+            buffer, grid, names = capture(lambda: kernels(w, [text], params)[1][text],
+                                          (q, k, v), args.space, args.out, mosaic_fwd, "forward")
+            cfg = parse_config(text)
+            doc_runs = mosaic_fwd.chunked(mask, cfg, w.head_dim, MaskVariant(w.causal))
+            items = np.asarray(mosaic_fwd.programs(mask, cfg, w.seq_len, w.seq_len,
+                                                   doc_runs=doc_runs))[0]
+            label = f"{w.name} {text}"
+            print(f"{label}: {plain_ms:.3f} ms without the profiler", flush=True)
+            per_block = block_items(items, len(buffer) // (3 * args.space * 4), w.num_heads)
+            summarize(parse(buffer, names, args.space), per_block, label)
+            np.savez_compressed(os.path.join(args.out, f"row{r}-{text}.npz"), buffer=buffer,
+                                grid=np.array(grid), items=items, heads=w.num_heads,
+                                names=np.array(sorted(names, key=names.get)))
+
+
+if __name__ == "__main__":
+    main()
