@@ -1,8 +1,9 @@
 """The deterministic Mosaic backward (dQ summed in fixed point) against the Triton one it
 replaces as the default and against deterministic=False (float32 reduce-add), on a Hopper GPU, in
 one process: forward+backward per layout, compiled first, then --rounds rounds in turn. Also
-checks that two runs of each deterministic configuration are bitwise equal, and prints dQ's
-largest difference from the float32 reduce-add's.
+checks that two runs of each deterministic configuration are bitwise equal (and equal to `mosaic
+det`'s: its sums do not depend on the programs' order), and prints dQ's largest difference from
+the float32 reduce-add's.
 
     python tools/dev/spike_det_bwd.py [--layouts lognormal,docs8,short] [--rounds 4] \
         [--variant "stages3:stages=3"]
@@ -103,6 +104,11 @@ def main():
             results[(layout, name)] = first
             print(f"compiled {layout} {name}: reruns bitwise equal {same}, "
                   f"finite {all(np.isfinite(x).all() for x in first)}", flush=True)
+        det = results.get((layout, "mosaic det"))
+        for name, (deterministic, _) in configs.items():
+            if det is not None and deterministic and name != "mosaic det":
+                equal = all(np.array_equal(a, b) for a, b in zip(results[(layout, name)], det))
+                print(f"  {layout} {name}: bitwise equal to `mosaic det` {equal}", flush=True)
         ref = results.get((layout, "mosaic nondet"))
         for name in configs:
             if ref is not None:

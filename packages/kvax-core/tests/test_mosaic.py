@@ -363,6 +363,32 @@ def test_untile_dq_puts_each_share_back_in_token_order(h):
     np.testing.assert_array_equal(mosaic_bwd.untile_dq(jnp.asarray(acc), block_q), dq)
 
 
+@pytest.mark.parametrize("row_ratio", [1, 2])
+def test_backward_program_order_launches_the_last_heads_longest_tiles_first(row_ratio):
+    """Each launch slot takes one program (kv head x tiles + key tile), each program once; the
+    heads but the last keep the grid's order, the last head's tiles go longest first (ties in
+    tile order), their lengths being the block mask's query tiles, clipped as the kernel does."""
+    rng = np.random.default_rng(row_ratio)
+    b, num_kv, k_tiles, q_tiles, col_ratio = 2, 3, 12, 20, 2
+    lo = rng.integers(0, 12, (b, k_tiles // row_ratio))
+    hi = lo + rng.integers(0, 6, lo.shape)  # some empty rows, some past the last query tile
+    bounds = np.stack([lo, hi, lo, lo], axis=-1).astype(np.int32)
+    order = np.asarray(mosaic_bwd.program_order(jnp.asarray(bounds), num_kv, k_tiles, q_tiles,
+                                                row_ratio, col_ratio))
+    assert order.shape == (b, num_kv * k_tiles)
+    first = (num_kv - 1) * k_tiles
+    for row in range(b):
+        assert sorted(order[row]) == list(range(num_kv * k_tiles))
+        assert list(order[row, :first]) == list(range(first))
+        tiles = order[row, first:] - first
+        rows = tiles // row_ratio
+        length = (np.minimum(hi[row, rows] * col_ratio, q_tiles)
+                  - np.minimum(lo[row, rows] * col_ratio, q_tiles))
+        assert np.all(np.diff(length) <= 0) and length[0] > length[-1]
+        ties = np.diff(length) == 0
+        assert np.all(np.diff(tiles)[ties] > 0)
+
+
 @pytest.mark.parametrize("seed", range(2))
 def test_to_fixed_rounds_to_nearest_over_the_int32_range(seed):
     """to_fixed(x, scale) is round(x * scale) for |x * scale| up to 2^31 (ties included) with

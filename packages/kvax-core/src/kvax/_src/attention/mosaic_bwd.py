@@ -37,6 +37,10 @@ behind a flag) cost more in the kernel than the copies, ~1 ms a step at 64k, and
 when only the masked steps read the flag (docs/bench/h100-2026-11-24-padding). Tiles past the end of
 the tokens come in by TMA as zeros and dK/dV rows past it are not stored, so only lengths that are
 not a multiple of 8 get padded copies. Tiles in [lower_full, upper_full) skip the element rule.
+Programs launch in the grid's order, a kv head's key tiles in turn, but the last head's tiles
+longest first (program_order): the SMs no longer wait at the end on the long programs of tiles
+near a long document's start (forward+backward 1.5-2.8% faster on log-normal and short documents
+on an H100, level on 8 documents; docs/bench/h100-2026-11-24-timeline).
 Measured on an H100 in docs/bench/h100-2026-11-23-mosaic-bwd and docs/bench/h100-2026-11-23-padding.
 """
 
@@ -53,8 +57,8 @@ from jax import lax
 from kvax._src.attention.blockwise import LOG2E
 from kvax._src.attention.mask import AttentionMask
 from kvax._src.attention.mosaic_fwd import (block_bounds, for_tma, load_layout, logit_factor,
-                                             mask_bounds, round_up, tiled_layout,
-                                             zero_padding_rows)
+                                             mask_bounds, ordered_bounds, round_up,
+                                             tiled_layout, zero_padding_rows)
 from kvax._src.attention.variant import MaskVariant
 
 HEAD_DIMS = (64, 128)  # dK and dV of 64 keys x 256 do not fit one warpgroup's registers
@@ -103,6 +107,26 @@ def supported(head_dim: int, dkdv_blocks: tuple[int, int], *, kv_len: int = 0,
         return (f"the Mosaic backward needs dK/dV mask blocks that are multiples of "
                 f"{config.keys}x{config.block_q}, got {rows}x{cols}")
     return None
+
+
+def program_order(bounds, num_kv: int, num_k_tiles: int, num_q_tiles: int, row_ratio: int,
+                  col_ratio: int):
+    """[B, num_kv x num_k_tiles] int32: the program (kv head x num_k_tiles + key tile) that each
+    launch slot takes, from the block mask's bounds (mask_bounds): the grid's order (a head's key
+    tiles in turn, head after head), but the last head's tiles longest first. A key tile's
+    program makes (its query tiles) x (the group's heads) steps, so a tile near the start of a
+    long document runs many times the mean. Launched late in the grid's order such programs
+    left the SMs idle for 8% of the backward while they finished
+    (docs/bench/h100-2026-11-24-timeline); sorting every head's tiles cost more than it saved
+    (the programs running together then read queries from all over the row, not from a few
+    documents), and sorting the last two heads' together too."""
+    tiles = jnp.arange(num_k_tiles)
+    lo_t, hi_t, _, _ = ordered_bounds(
+        lambda i: jnp.minimum(bounds[:, tiles // row_ratio, i] * col_ratio, num_q_tiles))
+    first = (num_kv - 1) * num_k_tiles
+    last = jnp.argsort(lo_t - hi_t, axis=1, stable=True) + first  # longest first
+    codes = jnp.broadcast_to(jnp.arange(first), (last.shape[0], first))
+    return jnp.concatenate([codes, last], axis=1).astype(jnp.int32)
 
 
 def to_fixed(x, scale):
@@ -232,16 +256,17 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
     q_lay = tiled_layout(q_pos, q_seg, t_pad, pad_id)
     k_lay = tiled_layout(kv_pos, kv_seg, s_pad, pad_id)
     bounds = mask_bounds(dkdv_mask)
+    order = program_order(bounds, num_kv, num_k_tiles, num_q_tiles, row_ratio, col_ratio)
     cap = logits_soft_cap
     factors = jnp.stack([logit_factor(scale, cap), jnp.asarray(scale, jnp.float32)])
     row_layout = plgpu.Layout.WGMMA.reduce(1)
     col_layout = plgpu.Layout.WGMMA.reduce(0)
 
     def kernel(q_ref, k_ref, v_ref, do_ref, stats_ref, qlay_ref, klay_ref, bounds_ref,
-               factors_ref, dq_ref, dk_ref, dv_ref, scoped):
+               factors_ref, order_ref, dq_ref, dk_ref, dv_ref, scoped):
         batch = lax.axis_index("batch")
-        kvh = lax.axis_index("heads")
-        tile = lax.axis_index("k_seq")
+        code = order_ref[batch, lax.axis_index("heads") * num_k_tiles + lax.axis_index("k_seq")]
+        kvh, tile = lax.div(code, num_k_tiles), lax.rem(code, num_k_tiles)
         wg = lax.axis_index("wg")
         ((q_smem, do_smem, st_smem, k_smem, v_smem, ds_smem, dq_smem), (q_ready, do_ready,
                                                                          st_ready),
@@ -265,20 +290,21 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
         @pl.when(wg < 2)
         def _consumer():
             plgpu.set_max_registers(config.consumer_registers, action="increase")
-            k_start = tile * keys + wg * keys_per_wg
-            kv_slice = (batch, pl.ds(k_start, keys_per_wg), kvh)
-            k_mine = k_smem.at[pl.ds(wg * keys_per_wg, keys_per_wg)]
-            plgpu.copy_gmem_to_smem(k_ref.at[kv_slice], k_mine, kv_ready.at[wg])
-            plgpu.copy_gmem_to_smem(v_ref.at[kv_slice], v_smem.at[wg], kv_ready.at[2 + wg])
-            k_pos_r, k_seg_r = load_layout(klay_ref, batch, k_start, keys_per_wg, row_layout)
-            c, sc = factors_ref[0], factors_ref[1]
-            plgpu.barrier_wait(kv_ready.at[wg])
-            # dQ reads both consumers' keys: the other's after its first dS^T arrival, so after
-            # its zeroing too
-            zero_padding_rows(k_mine, k_seg_r, pad_id)
-            plgpu.barrier_wait(kv_ready.at[1 - wg])
-            plgpu.barrier_wait(kv_ready.at[2 + wg])
-            zero_padding_rows(v_smem.at[wg], k_seg_r, pad_id)  # read only by our dP^T
+            with jax.named_scope("prologue"):
+                k_start = tile * keys + wg * keys_per_wg
+                kv_slice = (batch, pl.ds(k_start, keys_per_wg), kvh)
+                k_mine = k_smem.at[pl.ds(wg * keys_per_wg, keys_per_wg)]
+                plgpu.copy_gmem_to_smem(k_ref.at[kv_slice], k_mine, kv_ready.at[wg])
+                plgpu.copy_gmem_to_smem(v_ref.at[kv_slice], v_smem.at[wg], kv_ready.at[2 + wg])
+                k_pos_r, k_seg_r = load_layout(klay_ref, batch, k_start, keys_per_wg, row_layout)
+                c, sc = factors_ref[0], factors_ref[1]
+                plgpu.barrier_wait(kv_ready.at[wg])
+                # dQ reads both consumers' keys: the other's after its first dS^T arrival, so after
+                # its zeroing too
+                zero_padding_rows(k_mine, k_seg_r, pad_id)
+                plgpu.barrier_wait(kv_ready.at[1 - wg])
+                plgpu.barrier_wait(kv_ready.at[2 + wg])
+                zero_padding_rows(v_smem.at[wg], k_seg_r, pad_id)  # read only by our dP^T
             k_live_r = k_seg_r != pad_id
             k_cols = k_smem.at[:, pl.ds(wg * half, half)]
             shape = (keys_per_wg, block_q)
@@ -369,18 +395,21 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
                 return lax.fori_loop(base + uf - lo, base + per_head,
                                      lambda s, c_: step(s, c_, True), carry)
 
-            dk, dv = lax.fori_loop(0, group, head_loop,
-                                   (zeros((keys_per_wg, h)), zeros((keys_per_wg, h))))
-            plgpu.barrier_arrive(done)  # the other consumer's last dQ has read our keys
-            plgpu.barrier_wait(done)
-            plgpu.wait_smem_to_gmem(0)
-            k_mine[...] = (dk * sc).astype(dtype)
-            v_smem.at[wg][...] = dv.astype(dtype)
-            plgpu.commit_smem()
-            plgpu.copy_smem_to_gmem(k_mine, dk_ref.at[kv_slice], commit_group=False)
-            plgpu.copy_smem_to_gmem(v_smem.at[wg], dv_ref.at[kv_slice], commit_group=False)
-            plgpu.commit_smem_to_gmem_group()
-            plgpu.wait_smem_to_gmem(0)
+            with jax.named_scope("loop"):
+                dk, dv = lax.fori_loop(0, group, head_loop,
+                                       (zeros((keys_per_wg, h)), zeros((keys_per_wg, h))))
+            with jax.named_scope("epilogue"):
+                plgpu.barrier_arrive(done)  # the other consumer's last dQ has read our keys
+                plgpu.barrier_wait(done)
+                plgpu.wait_smem_to_gmem(0)
+                k_mine[...] = (dk * sc).astype(dtype)
+                v_smem.at[wg][...] = dv.astype(dtype)
+                plgpu.commit_smem()
+                plgpu.copy_smem_to_gmem(k_mine, dk_ref.at[kv_slice], commit_group=False)
+                plgpu.copy_smem_to_gmem(v_smem.at[wg], dv_ref.at[kv_slice], commit_group=False)
+                plgpu.commit_smem_to_gmem_group()
+                with jax.named_scope("store_wait"):
+                    plgpu.wait_smem_to_gmem(0)
 
         @pl.when(wg == 2)
         def _producer():
@@ -405,7 +434,7 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
                 issue(s + stages, lax.rem(s, stages), True)
 
     def entry(q_ref, k_ref, v_ref, do_ref, stats_ref, qlay_ref, klay_ref, bounds_ref, factors_ref,
-              dq_ref, dk_ref, dv_ref):
+              order_ref, dq_ref, dk_ref, dv_ref):
         dq_tiles = plgpu.RefUnion(  # the consumers' dQ halves, float32 or int32 fixed point
             plgpu.SMEM((2, block_q, half), acc_dtype,
                        transforms=(plgpu.TilingTransform((DQ_TILE, DQ_TILE)),)),
@@ -422,7 +451,8 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
         )
         pl.run_scoped(
             lambda *scoped: kernel(q_ref, k_ref, v_ref, do_ref, stats_ref, qlay_ref, klay_ref,
-                                   bounds_ref, factors_ref, dq_ref, dk_ref, dv_ref, scoped),
+                                   bounds_ref, factors_ref, order_ref, dq_ref, dk_ref, dv_ref,
+                                   scoped),
             smem, (plgpu.Barrier(num_barriers=stages),) * 3,
             plgpu.Barrier(num_arrivals=2, num_barriers=stages), plgpu.Barrier(num_barriers=4),
             plgpu.Barrier(num_arrivals=2, num_barriers=2), plgpu.Barrier(num_arrivals=2),
@@ -437,7 +467,7 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
         num_threads=3,
         thread_name="wg",
         compiler_params=plgpu.CompilerParams(approx_math=True),
-    )(q, k, v, dout, stats, q_lay, k_lay, bounds, factors, dq_acc)
+    )(q, k, v, dout, stats, q_lay, k_lay, bounds, factors, order, dq_acc)
     dq = untile_dq(dq_acc[...], block_q)[:, :t]
     if deterministic:
         dq = dq.astype(jnp.float32) * (jnp.swapaxes(fixed_unscale, 1, 2)[..., None] * scale)
