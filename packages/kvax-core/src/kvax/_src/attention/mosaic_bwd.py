@@ -42,6 +42,8 @@ longest first (program_order): the SMs no longer wait at the end on the long pro
 near a long document's start (forward+backward 1.5-2.8% faster on log-normal and short documents
 on an H100, level on 8 documents; docs/bench/h100-2026-11-24-timeline).
 Measured on an H100 in docs/bench/h100-2026-11-23-mosaic-bwd and docs/bench/h100-2026-11-23-padding.
+The consumers' phases are named (prologue, loop, epilogue, store_wait) for Mosaic GPU's on-device
+profiler (tools/dev/profile_timeline.py --backward).
 """
 
 from __future__ import annotations

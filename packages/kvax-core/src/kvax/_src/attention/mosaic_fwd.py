@@ -32,7 +32,9 @@ padding is never fully visible, so only the masked steps read a flag per tile (p
 in the rare tiles that hold some, both consumers zero those rows in shared memory before their PV
 (the overlapped order zeroes them in a copy first); NaN in Q's or K's padding only reaches logits
 the rule replaces. The residuals follow backends.py: the logsumexp in natural log, -inf on rows with
-nothing to attend.
+nothing to attend. The phases are named (jax.named_scope: prologue, first_key, loop, epilogue,
+store_wait, producer) for Mosaic GPU's on-device profiler, tools/dev/profile_timeline.py; without
+the profiler the names cost nothing.
 """
 
 from __future__ import annotations
