@@ -158,7 +158,7 @@ def summarize(stamps, items, label: str):
         if len(bs) >= 3 and np.ptp(t) > 0:
             rates.append(np.polyfit(t, c, 1)[0])
     ghz = float(np.median(rates))
-    gaps, head, tail = 0, 0.0, 0.0
+    gaps = 0
     t_first = {sm: min(_after(b[1], blocks[0][1]) for b in bs) for sm, bs in by_sm.items()}
     t_last = {}
     for sm, bs in by_sm.items():
@@ -188,11 +188,11 @@ def summarize(stamps, items, label: str):
     line("blocks without work", busy_dead)
     line("Init (barriers)", sums["Init"])
     line("Init to the first prologue (the table)", sums["table"])
-    line("prologue (Q; first_key apart)", sums["prologue"] - sums["first_key"])
+    line("prologue (first_key apart)", sums["prologue"] - sums["first_key"])
     line("first_key (waiting for key tile 0)", sums["first_key"])
     line("loop", sums["loop"])
     line("epilogue (store_wait apart)", sums["epilogue"] - sums["store_wait"])
-    line("store_wait (O's TMA store)", sums["store_wait"])
+    line("store_wait (the last TMA stores)", sums["store_wait"])
     rest = (busy_live - sums["Init"] - sums["table"] - sums["prologue"] - sums["loop"]
             - sums["epilogue"])
     line("rest of the blocks (between ranges)", rest)
