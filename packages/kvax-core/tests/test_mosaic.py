@@ -363,13 +363,13 @@ def test_untile_dq_puts_each_share_back_in_token_order(h):
     np.testing.assert_array_equal(mosaic_bwd.untile_dq(jnp.asarray(acc), block_q), dq)
 
 
-@pytest.mark.parametrize("row_ratio", [1, 2])
-def test_backward_program_order_launches_the_last_heads_longest_tiles_first(row_ratio):
+@pytest.mark.parametrize("num_kv,row_ratio", [(3, 1), (3, 2), (1, 1)])
+def test_backward_program_order_launches_the_last_heads_longest_tiles_first(num_kv, row_ratio):
     """Each launch slot takes one program (kv head x tiles + key tile), each program once; the
     heads but the last keep the grid's order, the last head's tiles go longest first (ties in
     tile order), their lengths being the block mask's query tiles, clipped as the kernel does."""
     rng = np.random.default_rng(row_ratio)
-    b, num_kv, k_tiles, q_tiles, col_ratio = 2, 3, 12, 20, 2
+    b, k_tiles, q_tiles, col_ratio = 2, 12, 20, 2
     lo = rng.integers(0, 12, (b, k_tiles // row_ratio))
     hi = lo + rng.integers(0, 6, lo.shape)  # some empty rows, some past the last query tile
     bounds = np.stack([lo, hi, lo, lo], axis=-1).astype(np.int32)
