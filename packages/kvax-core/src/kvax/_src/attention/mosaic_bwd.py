@@ -59,7 +59,7 @@ from jax import lax
 from kvax._src.attention.blockwise import LOG2E
 from kvax._src.attention.mask import AttentionMask
 from kvax._src.attention.mosaic_fwd import (block_bounds, for_tma, load_layout, logit_factor,
-                                             mask_bounds, ordered_bounds, round_up,
+                                             mask_bounds, round_up, tile_bounds,
                                              tiled_layout, zero_padding_rows)
 from kvax._src.attention.variant import MaskVariant
 
@@ -122,9 +122,7 @@ def program_order(bounds, num_kv: int, num_k_tiles: int, num_q_tiles: int, row_r
     (docs/bench/h100-2026-11-24-timeline); sorting every head's tiles cost more than it saved
     (the programs running together then read queries from all over the row, not from a few
     documents), and sorting the last two heads' together too."""
-    tiles = jnp.arange(num_k_tiles)
-    lo_t, hi_t, _, _ = ordered_bounds(
-        lambda i: jnp.minimum(bounds[:, tiles // row_ratio, i] * col_ratio, num_q_tiles))
+    lo_t, hi_t, _, _ = tile_bounds(bounds, num_k_tiles, row_ratio, col_ratio, num_q_tiles)
     first = (num_kv - 1) * num_k_tiles
     last = jnp.argsort(lo_t - hi_t, axis=1, stable=True) + first  # longest first
     codes = jnp.broadcast_to(jnp.arange(first), (last.shape[0], first))

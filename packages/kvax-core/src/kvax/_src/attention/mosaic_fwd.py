@@ -160,7 +160,7 @@ def logit_factor(scale, logits_soft_cap: float | None):
 def ordered_bounds(bound):
     """(lower, upper, lower_full, upper_full) ordered lower <= lower_full <= upper_full <= upper,
     from bound(i): the block mask's i-th bound in kernel tiles, clipped to the tiles that exist
-    (one row's scalars inside a kernel, block_bounds, or whole arrays, programs)."""
+    (one row's scalars inside a kernel, block_bounds, or whole arrays, tile_bounds)."""
     lo, hi = bound(0), bound(1)
     hi = jnp.maximum(hi, lo)
     lf = jnp.clip(bound(2), lo, hi)
@@ -173,6 +173,15 @@ def block_bounds(bounds_ref, batch, row, col_ratio: int, num_tiles: int):
     tiles (col_ratio per mask block), ordered_bounds of them."""
     last = jnp.int32(num_tiles)
     return ordered_bounds(lambda i: jnp.minimum(bounds_ref[batch, row, i] * col_ratio, last))
+
+
+def tile_bounds(bounds, num_rows: int, row_ratio: int, col_ratio: int, num_tiles: int):
+    """Outside a kernel: the block mask's bounds (mask_bounds, [B, R, 4]) for each of num_rows
+    kernel tiles along the rows (row_ratio per mask block), in kernel tiles along the columns
+    (col_ratio per mask block, clipped to num_tiles): ordered_bounds of them, each [B, num_rows].
+    The arrays block_bounds reads one row of inside the kernel."""
+    bounds = bounds[:, jnp.arange(num_rows) // row_ratio]
+    return ordered_bounds(lambda i: jnp.minimum(bounds[..., i] * col_ratio, num_tiles))
 
 
 def programs(mask: AttentionMask, config: MosaicConfig, t: int, s_len: int, doc_runs=None):
@@ -188,9 +197,8 @@ def programs(mask: AttentionMask, config: MosaicConfig, t: int, s_len: int, doc_
     rows, block_kv = config.rows, config.block_kv
     row_ratio, col_ratio = mask.row_block // rows, mask.col_block // block_kv
     num_q_tiles, num_kv_tiles = -(-t // rows), -(-s_len // block_kv)
-    bounds = mask_bounds(mask)[:, jnp.arange(num_q_tiles) // row_ratio]  # [B, tiles, 4]
-    lo, hi, lf, uf = ordered_bounds(
-        lambda i: jnp.minimum(bounds[..., i] * col_ratio, num_kv_tiles))
+    lo, hi, lf, uf = tile_bounds(mask_bounds(mask), num_q_tiles, row_ratio, col_ratio,
+                                 num_kv_tiles)
     m = jnp.broadcast_to(jnp.arange(num_q_tiles, dtype=jnp.int32), lo.shape)
     tiles = jnp.stack([m * (rows // TMA_ROWS), m * rows, (m + 1) * rows,
                        lo * (block_kv // TMA_ROWS), hi - lo, lf - lo, uf - lo],
