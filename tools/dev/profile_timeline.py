@@ -5,15 +5,16 @@ on-device profiler.
     python tools/dev/profile_timeline.py --backward [--rows 1,0] [--space 8]
     python tools/dev/profile_timeline.py --load DIR/row1-64x128x2.npz [--space 8]   # no GPU
 
-The kernels' named scopes (mosaic_fwd: prologue with first_key inside it, loop, epilogue with
-store_wait inside it, producer; mosaic_bwd: prologue, loop, epilogue with store_wait) become
-ranges that each warpgroup stamps with its SM's clock (`CompilerParams(profile_space=...)`; only
-the profiled kernel is built with it). Per row this prints how the SMs' cycles split: between
-one block's last stamp and the next block's first on the same SM, blocks with nothing to do,
-each phase of the consumers (the later consumer's; the "rest" line is negative where the two
-overlap), and the SMs idle before their first and after their last block (the tail); for the
-forward also a least-squares fit of a program's loop on its full and masked steps. The raw stamps
-go to DIR/row<N>-<config>.npz (or row<N>-backward.npz); --load summarizes them again.
+The kernels' named scopes (mosaic_fwd: prologue with q_wait and first_key in it, loop,
+epilogue with store_wait inside it, producer; mosaic_bwd: prologue, loop, epilogue with
+store_wait) become ranges that each warpgroup stamps with its SM's clock
+(`CompilerParams(profile_space=...)`; only the profiled kernel is built with it). Per row
+this prints how the SMs' cycles split: between one block's last stamp and the next block's first
+on the same SM, blocks with nothing to do, each phase of the consumers (the later consumer's; the
+"rest" line is negative where the two overlap), and the SMs idle before their first and after
+their last block (the tail); for the forward also a least-squares fit of a program's loop on its
+full and masked steps. The raw stamps go to DIR/row<N>-<config>.npz (or row<N>-backward.npz);
+--load summarizes them again.
 
 Each block copies its stamps out when it ends, one thread a word, so the gap between blocks
 grows with --space (per program on the log-normal row: 0.85, 4.0, 5.8 and 9.8 us at 8, 16, 24
@@ -38,7 +39,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from measure import median_ms  # noqa: E402
 from spike_mosaic import ROWS, kernels, parse_config  # noqa: E402
 
-PHASES = ("prologue", "first_key", "loop", "epilogue", "store_wait")
+PHASES = ("prologue", "q_wait", "first_key", "loop", "epilogue", "store_wait")
 WRAP = 2**32  # %clock and the global timer's low word are 32-bit
 
 
@@ -188,7 +189,9 @@ def summarize(stamps, items, label: str):
     line("blocks without work", busy_dead)
     line("Init (barriers)", sums["Init"])
     line("Init to the first prologue (the table)", sums["table"])
-    line("prologue (first_key apart)", sums["prologue"] - sums["first_key"])
+    line("prologue (q_wait, first_key apart)",
+         sums["prologue"] - sums["q_wait"] - sums["first_key"])
+    line("q_wait (waiting for Q's tile)", sums["q_wait"])
     line("first_key (waiting for key tile 0)", sums["first_key"])
     line("loop", sums["loop"])
     line("epilogue (store_wait apart)", sums["epilogue"] - sums["store_wait"])

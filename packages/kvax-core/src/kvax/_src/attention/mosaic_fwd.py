@@ -32,9 +32,9 @@ padding is never fully visible, so only the masked steps read a flag per tile (p
 in the rare tiles that hold some, both consumers zero those rows in shared memory before their PV
 (the overlapped order zeroes them in a copy first); NaN in Q's or K's padding only reaches logits
 the rule replaces. The residuals follow backends.py: the logsumexp in natural log, -inf on rows with
-nothing to attend. The phases are named (jax.named_scope: prologue, first_key, loop, epilogue,
-store_wait, producer) for Mosaic GPU's on-device profiler, tools/dev/profile_timeline.py; without
-the profiler the names cost nothing.
+nothing to attend. The phases are named (jax.named_scope: prologue with q_wait and first_key,
+loop, epilogue, store_wait, producer) for Mosaic GPU's on-device profiler,
+tools/dev/profile_timeline.py; without the profiler the names cost nothing.
 """
 
 from __future__ import annotations
@@ -325,7 +325,8 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                                         q_ready.at[wg])
                 q_pos_r, q_seg_r = load_layout(qlay_ref, batch, q_start, block_q, row_layout)
                 c = factors_ref[0]
-                plgpu.barrier_wait(q_ready.at[wg])
+                with jax.named_scope("q_wait"):
+                    plgpu.barrier_wait(q_ready.at[wg])
                 if store_query:  # the tile, its padding rows zeroed, back out (programs whose rows
                     # overlap store the same values)
                     @pl.when(qpads_ref[batch, q_start // TMA_ROWS] != 0)
