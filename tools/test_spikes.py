@@ -51,13 +51,19 @@ def test_sass_loops_counts_a_backward_branchs_span(tmp_path, capsys):
     assert out[1].startswith("0x00010-0x00040: 4 instructions; FFMA 1, FSEL 1, MUFU 1, BRA 1")
 
 
+def _range_words(ranges):
+    """The stamps of ranges in order: a range is (name id, enter, exit) or (name id, enter, exit,
+    the ranges nested inside it)."""
+    words = []
+    for name, enter, exit_, *inner in ranges:
+        words += [name, enter] + _range_words(inner[0] if inner else ()) + [name | 1 << 31, exit_]
+    return words
+
+
 def _profile_entries(init, ranges, stale=(), space=16):
     """One warpgroup's profiler entries: a 3-word header, Init's two stamps, the ranges' stamps
-    in order (a range is (name id, enter, exit) or nested lists), then stale words."""
-    words = [0, 0, 4, 0, init[0], 1 << 31, init[1]]
-    for name, enter, exit_ in ranges:
-        words += [name, enter, name | 1 << 31, exit_]
-    words += list(stale)
+    in order (_range_words), then stale words."""
+    words = [0, 0, 4, 0, init[0], 1 << 31, init[1]] + _range_words(ranges) + list(stale)
     return words + [0] * (space * 4 - len(words))
 
 
@@ -69,7 +75,7 @@ def test_profile_timeline_reads_only_each_blocks_own_stamps(capsys):
     import profile_timeline
 
     names = {"Init": 0, "prologue": 1, "first_key": 2, "loop": 3, "epilogue": 4,
-             "store_wait": 5, "producer": 6}
+             "store_wait": 5, "producer": 6, "q_wait": 7}
     blocks = []
     for b in range(6):
         sm, k = b % 2, b // 2
@@ -80,7 +86,8 @@ def test_profile_timeline_reads_only_each_blocks_own_stamps(capsys):
                 words = _profile_entries((c0, c0 + 50), [], stale=[3, c0 - 1900, 3 | 1 << 31,
                                                                   c0 - 900])
             elif wg < 2:
-                words = _profile_entries((c0, c0 + 50), [(1, c0 + 100, c0 + 300),
+                words = _profile_entries((c0, c0 + 50), [(1, c0 + 100, c0 + 300,
+                                                          [(7, c0 + 150, c0 + 250)]),
                                                          (3, c0 + 300, c0 + 1300),
                                                          (4, c0 + 1300, c0 + 1400)])
             else:
@@ -99,5 +106,8 @@ def test_profile_timeline_reads_only_each_blocks_own_stamps(capsys):
                              "SMs")
     loop = next(line for line in out if line.strip().startswith("loop "))
     assert loop.split()[-2] == "500"  # ns a program: 1000 cycles at 2 GHz
+    q_wait = next(line for line in out if line.strip().startswith("q_wait"))
+    prologue = next(line for line in out if line.strip().startswith("prologue"))
+    assert q_wait.split()[-2] == "50" and prologue.split()[-2] == "50"  # the 200 split in two
     shares = [float(line.split("%")[0].split()[-1]) for line in out[1:] if "%" in line]
     assert abs(sum(shares) - 100) < 0.5
