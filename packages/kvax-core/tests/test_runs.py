@@ -64,8 +64,18 @@ def test_programs_store_every_token_once_and_skip_nothing_allowed(layout, chunke
     arrays = packed_layout(seed, batch=3, kv_len=1500 + seed % 97, **layout).arrays
     mask, items = _programs(arrays, block_kv)
     is_chunked = np.asarray(mask.doc_runs)[:, 0, 2] >= 0
-    assert is_chunked.any() == chunked, f"seed={seed}"
+    t = arrays[1].shape[1]
+    fits = [_chunks_needed(row) <= runs.max_chunks(t) for row in arrays[1]]
+    assert is_chunked.tolist() == [chunked and f for f in fits], f"seed={seed}"
     _check(arrays, items, block_kv)
+
+
+def _chunks_needed(segment_ids):
+    """Chunks a row's runs (padding's included) take, each from its first token rounded down to 8:
+    a row whose documents need more than max_chunks keeps the row-aligned tiles."""
+    starts = np.flatnonzero(np.r_[True, segment_ids[1:] != segment_ids[:-1]])
+    ends = np.r_[starts[1:], segment_ids.size]
+    return int(sum(-(-(e - (s - s % 8)) // 128) for s, e in zip(starts, ends)))
 
 
 def test_chunks_start_at_each_document():
