@@ -71,11 +71,11 @@ def test_programs_store_every_token_once_and_skip_nothing_allowed(layout, chunke
 
 
 def _chunks_needed(segment_ids):
-    """Chunks a row's runs (padding's included) take, each from its first token rounded down to 8:
-    a row whose documents need more than max_chunks keeps the row-aligned tiles."""
+    """Chunks a row's runs (padding's included) take, each from its first token rounded down to
+    runs.ALIGN: a row whose documents need more than max_chunks keeps the row-aligned tiles."""
     starts = np.flatnonzero(np.r_[True, segment_ids[1:] != segment_ids[:-1]])
     ends = np.r_[starts[1:], segment_ids.size]
-    return int(sum(-(-(e - (s - s % 8)) // 128) for s, e in zip(starts, ends)))
+    return int(sum(-(-(e - (s - s % runs.ALIGN)) // runs.CHUNK) for s, e in zip(starts, ends)))
 
 
 def test_chunks_start_at_each_document():
