@@ -10,7 +10,8 @@ BQxBKVxSTAGES, with trailing letters (FLAGS): "t" for the tiles' layout by TMA, 
 softmax overlapped with the previous tile's PV; a suffix "@C" soft-caps that kernel at C.
 --rounds N times every kernel N times in turn, every other round in reverse order (the machine's
 spread shows, and a drift within a round cancels), --rows picks
-workloads, --logits-soft-cap C caps every kernel without its own "@".
+workloads, --logits-soft-cap C caps every kernel without its own "@", --fa3 times
+FlashAttention-3 in the same rounds.
 """
 
 from __future__ import annotations
@@ -152,11 +153,19 @@ def check_capped(configs, params, cap) -> bool:
     return ok
 
 
-def measure(w: Workload, configs, params, repeats: int, rounds: int = 1, cap=None) -> None:
+def measure(w: Workload, configs, params, repeats: int, rounds: int = 1, cap=None,
+            fa3: bool = False) -> None:
     import jax
 
-    (q, k, v, _, _), fns = kernels(w, configs, params, cap)
+    (q, k, v, pos, seg), fns = kernels(w, configs, params, cap)
+    if fa3:  # FlashAttention-3 beside them, as the benchmark runs it (no logsumexp to compare)
+        from peers import peer
+
+        fa3_peer = peer("fa3").jax_attention(w, False)
+        extra = fa3_peer.extra(pos, seg)
+        fns["fa3"] = jax.jit(lambda q, k, v: (fa3_peer.attn(q, k, v, extra), None))
     flops = w.flops(backward=False)
+    live = np.asarray(seg != -1)[:, :, None, None]  # FA3's padding rows attend to each other
     results = {}
     for name, fn in fns.items():
         try:
@@ -166,12 +175,14 @@ def measure(w: Workload, configs, params, repeats: int, rounds: int = 1, cap=Non
         except Exception:  # noqa: BLE001
             print(f"  {w.name} {name}: FAILED\n{traceback.format_exc()[-2000:]}", flush=True)
             continue
-        results[name] = (np.asarray(out, np.float32), np.asarray(lse))
+        results[name] = (np.asarray(out, np.float32), None if lse is None else np.asarray(lse))
         diff = lse_diff = 0.0
         if name != "triton" and "triton" in results:
-            diff = float(np.max(np.abs(results[name][0] - results["triton"][0])))
+            diff = float(np.max(np.abs(np.where(live, results[name][0] - results["triton"][0],
+                                                0))))
             a, b = results[name][1], results["triton"][1]
-            lse_diff = float(np.max(np.abs(np.where(np.isfinite(b), a - b, 0))))
+            if a is not None:
+                lse_diff = float(np.max(np.abs(np.where(np.isfinite(b), a - b, 0))))
         print(f"  {w.name:<62} {name:<10} first {first:5.1f} s  max diff {diff:.2e} lse "
               f"{lse_diff:.1e}", flush=True)
     for r in range(rounds):  # every other round in reverse (ABBA: drift cancels)
@@ -201,6 +212,8 @@ def main(argv=None):
     p.add_argument("--logits-soft-cap", type=float, default=None, help="every kernel soft-capped")
     p.add_argument("--rows", default="", help="comma-separated row numbers (0-5), all by default")
     p.add_argument("--quick", action="store_true", help="the 8-document row only")
+    p.add_argument("--fa3", action="store_true",
+                   help="time FlashAttention-3 (flash-attn3-jax) beside the kernels")
     p.add_argument("--skip-check", action="store_true",
                    help="no small check first (only for kernels that passed it already)")
     p.add_argument("--lower-only", action="store_true",
@@ -225,7 +238,7 @@ def main(argv=None):
     elif args.rows:
         rows = [rows[int(i)] for i in args.rows.split(",")]
     for w in rows:
-        measure(w, configs, params, args.repeats, args.rounds, cap)
+        measure(w, configs, params, args.repeats, args.rounds, cap, fa3=args.fa3)
 
 
 if __name__ == "__main__":
