@@ -65,30 +65,34 @@ def main():
     pos, seg = jnp.asarray(pos), jnp.asarray(seg)
     print(w.name, flush=True)
     masks = kvax.ops.create_attention_mask(pos, seg, pos, seg, calc_bwd_mask=True)
+    # the layout and masks are arguments, as in a training step (closed over, XLA would fold
+    # everything computed from them into constants)
+    layout = (pos, seg, masks)
     for deterministic in (None, True, False):
-        def forward(q, k, v, deterministic=deterministic):
+        def forward(q, k, v, layout, deterministic=deterministic):
+            pos, seg, masks = layout
             return kvax.ops.flash_attention(q, k, v, pos, seg, pos, seg, mask=masks,
                                             scale=w.head_dim ** -0.5,
                                             deterministic=bool(deterministic))
 
-        def loss(q, k, v):
-            return jnp.sum(forward(q, k, v).astype(jnp.float32))
+        def loss(q, k, v, layout):
+            return jnp.sum(forward(q, k, v, layout).astype(jnp.float32))
 
         step = jax.jit(forward if deterministic is None else
                        jax.grad(loss, argnums=(0, 1, 2)))
         for _ in range(3):
-            jax.block_until_ready(step(q, k, v))
+            jax.block_until_ready(step(q, k, v, layout))
         with tempfile.TemporaryDirectory() as tmp:
             with jax.profiler.trace(tmp, create_perfetto_trace=True):
-                jax.block_until_ready([step(q, k, v) for _ in range(args.steps)])
+                jax.block_until_ready([step(q, k, v, layout) for _ in range(args.steps)])
             totals, span = kernel_times(tmp, args.steps)
-        wall = median_ms(lambda: step(q, k, v), args.steps)
+        wall = median_ms(lambda: step(q, k, v, layout), args.steps)
         what = ("forward" if deterministic is None else
                 f"forward+backward, deterministic={deterministic}")
         print(f"\n{what}: {sum(totals.values()):.2f} ms of GPU kernels per step; GPU span "
               f"{span:.2f} ms a step (steps queued back to back); wall {wall:.2f} ms a step "
               "(one at a time)", flush=True)
-        for name, ms in totals.most_common(15):
+        for name, ms in totals.most_common(25):
             print(f"  {ms:8.3f} ms  {name}", flush=True)
 
 
