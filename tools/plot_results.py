@@ -49,12 +49,15 @@ TABLE_ROW = re.compile(r"^(\S.*?)\s{2,}([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)
 
 
 def rows_from_tables(text: str) -> dict:
-    """{workload name: {impl: (fwd TF/s, fwd+bwd TF/s)}} from bench.py's printed tables."""
+    """{workload name: {impl: (fwd TF/s, fwd+bwd TF/s)}} from bench.py's printed tables (not
+    the rounds' lines under them: `NAME ms ms ... | ms ms ...`)."""
     found, name = {}, None
     for line in text.splitlines():
         head = re.match(r"^(B\d+-S\d+-\S+): [\d,]+ allowed pairs", line)
         if head:
             name = head.group(1)
+            continue
+        if "|" in line:
             continue
         row = TABLE_ROW.match(line)
         if name and row and not line.startswith("implementation"):

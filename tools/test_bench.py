@@ -231,6 +231,23 @@ def test_plot_results_merges_runs(tmp_path):
     assert sweep["flex"]["longest"] == 1024
 
 
+def test_plot_results_reads_printed_tables_not_their_rounds():
+    import plot_results
+
+    text = """B1-S64-docs2-pad8: 1,234 allowed pairs; useful fwd 1.0 TFLOP
+implementation             fwd ms  fwd TF/s   f+b ms  f+b TF/s  mask ms  mem GiB
+kvax (ours)                  3.24     420.2    13.61     349.8     0.98     4.02-
+kvax (ours, auto:nondeterministic)     3.29     413.1    13.27     358.8     0.88     4.01
+FlashAttention-3 (jax)       3.07     443.5    11.77     404.4     0.08     2.54
+(ms above: the median of 5 rounds in turn; each round, fwd | f+b:)
+kvax (ours)             3.24 3.01 3.24 3.46 3.52 | 13.50 13.32 13.80 13.61 13.90
+FlashAttention-3 (jax)  3.05 3.07 3.05 3.18 3.73 | 11.53 11.77 11.71 12.84 11.99
+"""
+    assert plot_results.rows_from_tables(text) == {"B1-S64-docs2-pad8": {
+        "kvax (ours)": (420.2, 349.8), "kvax (ours, auto:nondeterministic)": (413.1, 358.8),
+        "FlashAttention-3 (jax)": (443.5, 404.4)}}
+
+
 def test_cpu_cp_mode_says_it_needs_gpus(tmp_path):
     with pytest.raises(SystemExit, match="needs them"):
         bench.main(["mha_cp", "--out", str(tmp_path / "out")])
