@@ -145,6 +145,21 @@ def for_args(args, seq_len: int, num_pad_tokens: int | None = None) -> Workload:
                     causal=not getattr(args, "bidirectional", False))
 
 
+def add_row_args(parser) -> None:
+    """One 64k-class row's layout on a dev tool's command line (row_from_args reads it back):
+    --seq-len, --num-segments, --num-pad-tokens, --doc-median, --ids."""
+    parser.add_argument("--seq-len", type=int, default=65536)
+    parser.add_argument("--num-segments", type=int, default=8)
+    parser.add_argument("--num-pad-tokens", type=int, default=1000)
+    parser.add_argument("--doc-median", type=int, default=None)
+    parser.add_argument("--ids", default="sequential")
+
+
+def row_from_args(args) -> Workload:
+    return Workload(args.seq_len, args.num_segments, args.num_pad_tokens, ids=args.ids,
+                    doc_median=args.doc_median)
+
+
 def inputs(w: Workload):
     """Random query, key, value (numpy float32; cast on the device) and the layout."""
     rng = np.random.default_rng(w.seed + 1)

@@ -18,20 +18,15 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from bench import jax_step_once  # noqa: E402
-from workloads import Workload  # noqa: E402
+from workloads import add_row_args, row_from_args  # noqa: E402
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--seq-len", type=int, default=65536)
-    p.add_argument("--num-segments", type=int, default=8)
-    p.add_argument("--num-pad-tokens", type=int, default=1000)
-    p.add_argument("--doc-median", type=int, default=None)
-    p.add_argument("--ids", default="sequential")
+    add_row_args(p)
     p.add_argument("--which", default="ours,fa3", help="ours and peers' names, in turn")
     args = p.parse_args()
-    w = Workload(args.seq_len, args.num_segments, args.num_pad_tokens, ids=args.ids,
-                 doc_median=args.doc_median)
+    w = row_from_args(args)
     for which in args.which.split(","):
         print(which, w.name, f"{jax_step_once(which, w):.2f} GiB", flush=True)
 

@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import bench  # noqa: E402
 from measure import median_ms  # noqa: E402
 from peers import peer  # noqa: E402
-from workloads import Workload  # noqa: E402
+from workloads import add_row_args, row_from_args  # noqa: E402
 
 
 def queued_ms(fn, calls: int) -> float:
@@ -37,17 +37,12 @@ def queued_ms(fn, calls: int) -> float:
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--seq-len", type=int, default=65536)
-    p.add_argument("--num-segments", type=int, default=8)
-    p.add_argument("--num-pad-tokens", type=int, default=1000)
-    p.add_argument("--doc-median", type=int, default=None)
-    p.add_argument("--ids", default="sequential")
+    add_row_args(p)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--repeats", type=int, default=10)
     p.add_argument("--queue", type=int, default=20)
     args = p.parse_args(argv)
-    w = Workload(args.seq_len, args.num_segments, args.num_pad_tokens,
-                 doc_median=args.doc_median, ids=args.ids)
+    w = row_from_args(args)
     options = bench.parse_args(["mha_bwd", "--repeats", str(args.repeats)])
     print(w.name, flush=True)
     timers = {"kvax": bench.bench_ours(w, options)[-1],
