@@ -1,6 +1,8 @@
 """Where a forward+backward step's GPU time goes: runs one benchmark row's step under JAX's
 profiler and sums the GPU kernels' durations by name (from the Perfetto trace), for the forward
-alone, then forward+backward with the default backward and with deterministic=False.
+alone, then forward+backward with the default backward and with deterministic=False. The layout
+and the masks are the step's arguments, as in training (closed over, XLA would fold what the
+forward builds from them into constants and the profile would miss it).
 
     python tools/dev/profile_step.py [--doc-median 190] [--num-segments 8] [--steps 5]
         [--seq-len 65536] [--ids shuffled]

@@ -165,7 +165,10 @@ def measure(w: Workload, configs, params, repeats: int, rounds: int = 1, cap=Non
         extra = fa3_peer.extra(pos, seg)
         fns["fa3"] = jax.jit(lambda q, k, v: (fa3_peer.attn(q, k, v, extra), None))
     flops = w.flops(backward=False)
-    live = np.asarray(seg != -1)[:, :, None, None]  # FA3's padding rows attend to each other
+    from kvax._src.config import PADDING_SEGMENT_ID
+
+    # compared on the real rows only: FA3's padding rows attend to each other
+    live = np.asarray(seg != PADDING_SEGMENT_ID)[:, :, None, None]
     results = {}
     for name, fn in fns.items():
         try:
