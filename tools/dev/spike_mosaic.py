@@ -157,6 +157,8 @@ def measure(w: Workload, configs, params, repeats: int, rounds: int = 1, cap=Non
             fa3: bool = False) -> None:
     import jax
 
+    from kvax._src.config import PADDING_SEGMENT_ID
+
     (q, k, v, pos, seg), fns = kernels(w, configs, params, cap)
     if fa3:  # FlashAttention-3 beside them, as the benchmark runs it (no logsumexp to compare)
         from peers import peer
@@ -165,9 +167,8 @@ def measure(w: Workload, configs, params, repeats: int, rounds: int = 1, cap=Non
         extra = fa3_peer.extra(pos, seg)
         fns["fa3"] = jax.jit(lambda q, k, v: (fa3_peer.attn(q, k, v, extra), None))
     flops = w.flops(backward=False)
-    from kvax._src.config import PADDING_SEGMENT_ID
-
-    # compared on the real rows only: FA3's padding rows attend to each other
+    # FA3 is compared on the real rows only (its padding rows attend to each other); our kernels
+    # on every row, padding included
     live = np.asarray(seg != PADDING_SEGMENT_ID)[:, :, None, None]
     results = {}
     for name, fn in fns.items():
@@ -181,8 +182,8 @@ def measure(w: Workload, configs, params, repeats: int, rounds: int = 1, cap=Non
         results[name] = (np.asarray(out, np.float32), None if lse is None else np.asarray(lse))
         diff = lse_diff = 0.0
         if name != "triton" and "triton" in results:
-            diff = float(np.max(np.abs(np.where(live, results[name][0] - results["triton"][0],
-                                                0))))
+            delta = results[name][0] - results["triton"][0]
+            diff = float(np.max(np.abs(np.where(live, delta, 0) if name == "fa3" else delta)))
             a, b = results[name][1], results["triton"][1]
             if a is not None:
                 lse_diff = float(np.max(np.abs(np.where(np.isfinite(b), a - b, 0))))
