@@ -29,3 +29,17 @@ def test_fake_mesh_axis_types_match_make_mesh(fake_mesh):
     assert fake_mesh((2, 4), ("data", "context")).axis_types == users.axis_types
     auto = fake_mesh((2, 4), ("data", "context"), explicit=False)
     assert set(auto.axis_types) == {jax.sharding.AxisType.Auto}
+
+
+def test_xdist_workers_get_the_platform_allocator_unless_one_is_chosen():
+    from kvax_testing.pytest_plugin import share_gpu_between_workers
+
+    worker = {"PYTEST_XDIST_WORKER": "gw3"}
+    share_gpu_between_workers(worker)
+    assert worker["XLA_PYTHON_CLIENT_ALLOCATOR"] == "platform"
+    chosen = {"PYTEST_XDIST_WORKER": "gw0", "XLA_PYTHON_CLIENT_ALLOCATOR": "bfc"}
+    share_gpu_between_workers(chosen)
+    assert chosen["XLA_PYTHON_CLIENT_ALLOCATOR"] == "bfc"
+    alone = {}
+    share_gpu_between_workers(alone)
+    assert alone == {}
