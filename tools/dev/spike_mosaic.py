@@ -7,7 +7,9 @@ First a check on small odd shapes with NaN in the padding (both kernels against 
 reference, beside bf16 math done plainly), then per workload: fwd ms and TF/s of each kernel and
 configuration, and the largest differences from the Triton output and logsumexp. A config is
 BQxBKVxSTAGES, with trailing letters (FLAGS): "t" for the tiles' layout by TMA, "o" for each tile's
-softmax overlapped with the previous tile's PV; a suffix "@C" soft-caps that kernel at C.
+softmax overlapped with the previous tile's PV; "/P" packs up to P query heads of a kv group per
+program (MosaicConfig.pack, as many as the workload's group allows; 1 without it); a suffix "@C"
+soft-caps that kernel at C.
 --rounds N times every kernel N times in turn, every other round in reverse order (the machine's
 spread shows, and a drift within a round cancels), --rows picks
 workloads, --logits-soft-cap C caps every kernel without its own "@", --fa3 times
@@ -60,12 +62,15 @@ def config_cap(text: str, cap):
 FLAGS = {"t": "layout_by_tma", "o": "overlap"}
 
 
-def parse_config(text: str):
-    from kvax._src.attention.mosaic_fwd import MosaicConfig
+def parse_config(text: str, group: int = 1):
+    """The config a text names, its pack clamped to what a kv group of `group` heads takes."""
+    from kvax._src.attention.mosaic_fwd import MosaicConfig, pack_heads
 
     text = text.split("@")[0]
-    bq, bkv, stages, flags = re.fullmatch(r"(\d+)x(\d+)x(\d+)([a-zA-Z]*)", text).groups()
+    bq, bkv, stages, flags, pack = re.fullmatch(r"(\d+)x(\d+)x(\d+)([a-zA-Z]*)(?:/(\d+))?",
+                                                text).groups()
     return MosaicConfig(block_q=int(bq), block_kv=int(bkv), stages=int(stages),
+                        pack=min(int(pack or 1), pack_heads(group, int(bq))),
                         **{FLAGS[f]: True for f in flags})
 
 
@@ -95,7 +100,7 @@ def kernels(w: Workload, configs, params, cap=None):
         q, k, v, scale, pos, seg, pos, seg, mask, sequential=False, params=params,
         logits_soft_cap=cap))}
     for text in configs:
-        cfg = parse_config(text)
+        cfg = parse_config(text, w.num_heads // w.num_kv_heads)
         fns[text] = jax.jit(lambda q, k, v, cfg=cfg, c=config_cap(text, cap): mosaic_fwd.forward(
             q, k, v, scale, pos, seg, pos, seg, mask, variant=variant,
             pad_id=PADDING_SEGMENT_ID, config=cfg, logits_soft_cap=c))

@@ -64,6 +64,11 @@ LOWERINGS = [
     (128, "bfloat16", MaskVariant(), mosaic_fwd.MosaicConfig(overlap=True), {}),
     (64, "float16", MaskVariant(False, (9, 4)),
      mosaic_fwd.MosaicConfig(overlap=True, layout_by_tma=True), dict(cap=30.0, sinks=True)),
+    # two query heads per program: chosen for 40 queries, asked for on a document's chunks
+    (64, "float16", MaskVariant(), None, dict(t=40)),
+    (128, "bfloat16", MaskVariant(), mosaic_fwd.MosaicConfig(pack=2), {}),
+    (128, "bfloat16", MaskVariant(False), mosaic_fwd.MosaicConfig(pack=2, overlap=True),
+     dict(cap=30.0)),
 ]
 
 
@@ -87,6 +92,12 @@ def test_tiles_follow_the_head_dim_and_the_mask():
                        skip_pad_tokens=True)[0]
     assert mosaic_fwd.choose_config(mask, 128).block_kv == 128
     assert mosaic_fwd.choose_config(mask, 256).block_kv == 64  # two 128-key stages do not fit
+    # query heads per program: only for fewer queries than a program's rows, never with sinks
+    assert mosaic_fwd.choose_config(mask, 128, 4, False, 127).pack == 4
+    assert mosaic_fwd.choose_config(mask, 128, 4, False, 128).pack == 1
+    assert mosaic_fwd.choose_config(mask, 128, 4, True, 1).pack == 1
+    assert mosaic_fwd.choose_config(mask, 128, 6, False, 1).pack == 2
+    assert [mosaic_fwd.pack_heads(g) for g in (1, 2, 3, 4, 8, 12, 16)] == [1, 2, 1, 4, 8, 4, 8]
     assert mosaic_fwd.supported((128, 128)) is None
     assert mosaic_fwd.supported((256, 64)) is None
     assert "128x64" in mosaic_fwd.supported((64, 128))
@@ -480,6 +491,8 @@ CASES = [
          layout=dict(segment_ids="large", num_docs=(20, 40))),
     dict(kv_len=900, heads=(4, 2), head_dim=128, dtype="bfloat16",
          fwd=FlashAttentionParamsConfig(query_block_size=256, kv_block_size=64)),
+    dict(kv_len=1100, q_len=77, heads=(16, 2), head_dim=128, dtype="bfloat16",
+         layout=dict(segment_ids="shuffled", num_docs=(2, 5))),
 ]
 
 
@@ -597,9 +610,9 @@ def test_overlapped_forward_matches_reference(monkeypatch, case, variant):
     not the default yet), through the whole API."""
     choose, chosen = mosaic_fwd.choose_config, []
 
-    def overlapped(mask, h):
+    def overlapped(mask, h, *args):
         chosen.append(h)
-        return dataclasses.replace(choose(mask, h), overlap=True)
+        return dataclasses.replace(choose(mask, h, *args), overlap=True)
 
     monkeypatch.setattr(mosaic_fwd, "choose_config", overlapped)
     # traced afresh (a trace of the same call cached by an earlier test would skip the patch),
@@ -710,6 +723,8 @@ CHUNKED = [
          layout=dict(segment_ids="shuffled", num_docs=2)),
     dict(kv_len=2201, heads=(4, 1), head_dim=64, dtype="float16",
          layout=dict(segment_ids="large", num_docs=(1, 2), positions="global")),
+    dict(kv_len=2050, heads=(8, 2), head_dim=128, dtype="bfloat16",
+         layout=dict(segment_ids="shuffled", num_docs=(3, 5))),
 ]
 
 
@@ -752,3 +767,41 @@ def test_document_chunks_bitwise_and_padding_exact():
     """Each token's output is stored by one program: bitwise reruns, and NaN/Inf in the padding
     give exactly 0 there and finite values elsewhere."""
     _assert_bitwise_and_padding_exact(_chunked_batch(CHUNKED[0], 12))
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("case,variant", [
+    (CASES[0], {}),  # 2 heads per program
+    (CASES[0], dict(logits_soft_cap=4.0, local_window_size=(40, 0))),
+    (CASES[2], {}),  # decode, MQA: 4 heads
+    (CASES[5], dict(is_causal=False)),
+    (CASES[7], {}),  # 8 heads
+    (CASES[7], dict(return_residual=True)),
+    (CHUNKED[2], {}),  # document chunks, 4 heads
+    (CHUNKED[0], dict(logits_soft_cap=5.0)),
+], ids=lambda x: _case_id(x) if "heads" in x else _variant_id(x))
+@pytest.mark.parametrize("overlap", [False, True], ids=["plain", "overlap"])
+def test_packed_heads_forward_matches_reference(monkeypatch, case, variant, overlap):
+    """The forward with every query head of a kv group that pack_heads allows in one program
+    (MosaicConfig.pack, by default only for fewer queries than a program's rows), through the
+    whole API, the Mosaic backward after it."""
+    choose, chosen = mosaic_fwd.choose_config, []
+
+    def packed(mask, h, group=1, *args):
+        config = dataclasses.replace(choose(mask, h, group, *args), overlap=overlap,
+                                     pack=mosaic_fwd.pack_heads(group))
+        chosen.append(config.pack)
+        return config
+
+    monkeypatch.setattr(mosaic_fwd, "choose_config", packed)
+    jax.clear_caches()  # see test_overlapped_forward_matches_reference
+    try:
+        seed = int(np.random.SeedSequence().entropy % 2**31)
+        batch = _chunked_batch(case, seed) if case in CHUNKED else None
+        report = _check(case, variant, seed, batch=batch)
+        assert report.ok, f"seed={seed}\n{report}"
+    finally:
+        jax.clear_caches()
+    n, k = case["heads"]
+    assert chosen and set(chosen) == {mosaic_fwd.pack_heads(n // k)} and chosen[0] > 1

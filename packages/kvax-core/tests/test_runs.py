@@ -5,8 +5,6 @@ what makes them exact: every token is stored by exactly one program, every key a
 attend lies in its program's key tiles, and the tiles it skips the rule on hold allowed pairs
 only."""
 
-import dataclasses
-
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -20,12 +18,21 @@ from kvax_testing import packed_layout, reference_mask
 FWD = FlashAttentionParamsConfig(query_block_size=128, kv_block_size=128)
 
 
-def _programs(arrays, block_kv=128, fwd=FWD, variant=MaskVariant()):
+def _programs(arrays, block_kv=128, fwd=FWD, variant=MaskVariant(), pack=1):
     (mask,) = build_masks(*map(jnp.asarray, arrays), fwd_params=fwd, bwd_params=None,
                           skip_pad_tokens=True, variant=variant)
-    config = dataclasses.replace(mosaic_fwd.MosaicConfig(), block_kv=block_kv)
+    config = mosaic_fwd.MosaicConfig(block_kv=block_kv, pack=pack)
     t, s = arrays[0].shape[1], arrays[2].shape[1]
     return mask, np.asarray(mosaic_fwd.programs(mask, config, t, s, mask.doc_runs))
+
+
+def _row_aligned(mask, items, t, s, block_kv, pack):
+    """Per batch row, whether its programs are the block mask's row-aligned tiles."""
+    config = mosaic_fwd.MosaicConfig(block_kv=block_kv, pack=pack)
+    tiles = np.asarray(mosaic_fwd.programs(mask, config, t, s))
+    n = tiles.shape[1]
+    return [bool(np.array_equal(row[:n], tile) and not np.any(row[n:, 2] > row[n:, 1]))
+            for row, tile in zip(items, tiles)]
 
 
 def _check(arrays, items, block_kv, rows=128):
@@ -56,18 +63,27 @@ def _check(arrays, items, block_kv, rows=128):
     (dict(num_docs=1, pad_tokens=0), True),
     (dict(segment_ids="reused", num_docs=(5, 9)), False),
     (dict(num_docs=(2, 6), positions="zeros"), False),
+    (dict(num_docs=(4, 6)), True),  # mostly more than fit one head per program's chunks
     (dict(num_docs=(15, 30)), False),  # more documents than chunks
 ])
 @pytest.mark.parametrize("block_kv", [128, 64])
-def test_programs_store_every_token_once_and_skip_nothing_allowed(layout, chunked, block_kv):
+@pytest.mark.parametrize("pack", [1, 2, 4, 8])
+def test_programs_store_every_token_once_and_skip_nothing_allowed(layout, chunked, block_kv,
+                                                                  pack):
+    """Chunks where the mask has them and they fit (max_chunks: fewer with one head per
+    program), the row-aligned tiles elsewhere; pack heads per program store tokens//pack rows
+    of each head."""
     seed = int(np.random.SeedSequence().entropy % 2**31)
     arrays = packed_layout(seed, batch=3, kv_len=1500 + seed % 97, **layout).arrays
-    mask, items = _programs(arrays, block_kv)
+    mask, items = _programs(arrays, block_kv, pack=pack)
     is_chunked = np.asarray(mask.doc_runs)[:, 0, 2] >= 0
     t = arrays[1].shape[1]
-    fits = [_chunks_needed(row) <= runs.max_chunks(t) for row in arrays[1]]
-    assert is_chunked.tolist() == [chunked and f for f in fits], f"seed={seed}"
-    _check(arrays, items, block_kv)
+    needed = [_chunks_needed(row) for row in arrays[1]]
+    assert is_chunked.tolist() == [chunked and n <= runs.max_chunks(t) for n in needed], seed
+    takes = [c and (pack > 1 or n <= runs.max_chunks(t, 8)) for c, n in zip(is_chunked, needed)]
+    aligned = _row_aligned(mask, items, t, t, block_kv, pack)
+    assert aligned == [not c for c in takes], f"seed={seed}"
+    _check(arrays, items, block_kv, rows=128 // pack)
 
 
 def _chunks_needed(segment_ids):
@@ -112,15 +128,18 @@ def test_only_plain_causal_self_attention_gets_chunks():
     (mask,) = build_masks(*map(jnp.asarray, cross), fwd_params=FWD, bwd_params=None,
                           skip_pad_tokens=True)
     assert mask.doc_runs is None
-    assert runs.max_chunks(65536) == 512 + 64
+    assert runs.max_chunks(65536) == 512 + 256
+    assert runs.max_chunks(65536, 8) == 512 + 64
 
 
-def test_logsumexp_slots_follow_the_stored_rows():
+@pytest.mark.parametrize("pack", [1, 4])
+def test_logsumexp_slots_follow_the_stored_rows(pack):
     arrays = packed_layout(11, batch=2, kv_len=900, num_docs=(3, 6), segment_ids="shuffled").arrays
-    _, items = _programs(arrays)
-    slots = np.asarray(mosaic_fwd.lse_slots(jnp.asarray(items), 900, 128))
+    _, items = _programs(arrays, pack=pack)
+    tokens = 128 // pack
+    slots = np.asarray(mosaic_fwd.lse_slots(jnp.asarray(items), 900, tokens))
     for b in range(2):
         for t in range(900):
-            m, r = divmod(int(slots[b, t]), 128)
+            m, r = divmod(int(slots[b, t]), tokens)
             first8, own_start, own_end = items[b, m, :3]
             assert own_start <= t < own_end and 8 * first8 + r == t

@@ -23,6 +23,14 @@ tile's softmax while that PV is in flight, FA3's order inside a warpgroup; there
 pass a turn to issue their products (one barrier each) instead of meeting twice a step, so their
 softmaxes may overlap.
 
+`MosaicConfig.pack` > 1 (FA3's PackGQA) puts that many query heads of one kv group in a program:
+each consumer's 64 rows are 64 / pack tokens of each head (Q and O by one TMA copy per head, the
+rows' positions and ids gathered per program before the kernel), so a program spans 128 / pack
+tokens and its heads share every K/V tile; the document chunks are split into programs of that
+many tokens. Chosen for fewer queries than a program's rows (decoding, chunked prefill: 1.6-1.8x
+at up to 64 queries on an H100); on training-length rows it computes fewer pairs but is not
+faster (docs/bench/h100-2026-11-25-packed-heads).
+
 Q, K and V are not copied to whole tiles: a tile past the end of the tokens comes in by TMA as zeros
 and the output tile's rows past the end are not stored (TMA skips out-of-bounds rows); only lengths
 that are not a multiple of 8 (the shared-memory tiling's rows) get padded copies. The small
@@ -62,10 +70,16 @@ class MosaicConfig:
     stages: int = 2  # key/value tiles in flight
     layout_by_tma: bool = False  # tiles' ids/positions by TMA into shared memory, not loads
     overlap: bool = False  # a tile's softmax under the previous tile's PV (FA3's order)
+    pack: int = 1  # query heads of one kv head per program (FA3's PackGQA), sharing its tiles
 
     @property
     def rows(self) -> int:
         return 2 * self.block_q
+
+    @property
+    def tokens(self) -> int:
+        """Query tokens per program: its rows are `pack` heads of these tokens."""
+        return self.rows // self.pack
 
 
 def round_up(x: int, m: int) -> int:
@@ -82,11 +96,27 @@ def pad_tokens(x, length: int, value):
     return jnp.pad(x, widths, constant_values=value)
 
 
-def choose_config(mask: AttentionMask, head_dim: int) -> MosaicConfig:
+def choose_config(mask: AttentionMask, head_dim: int, group: int = 1, sinks: bool = False,
+                  queries: int | None = None) -> MosaicConfig:
     """Tiles for this mask and head dim (measured on an H100, docs/bench/h100-2026-11-23-mosaic):
-    128-key tiles and two stages where shared memory allows, 64-key tiles otherwise."""
+    128-key tiles and two stages where shared memory allows, 64-key tiles otherwise. With fewer
+    queries than a program's rows and `group` query heads per kv head, pack_heads of them share
+    a program (no sinks)."""
     block_kv = 128 if head_dim <= 128 and mask.col_block % 128 == 0 else 64
-    return MosaicConfig(block_q=64, block_kv=block_kv, stages=2)
+    config = MosaicConfig(block_q=64, block_kv=block_kv, stages=2)
+    if queries is not None and queries < config.rows and not sinks:
+        config = dataclasses.replace(config, pack=pack_heads(group))
+    return config
+
+
+def pack_heads(group: int, block_q: int = 64) -> int:
+    """How many query heads of a kv group share a program: the largest power of two up to 8
+    that divides the group (each consumer then holds block_q / pack tokens of each head, a
+    whole number of 8-row groups, as TMA copies into tiled shared memory need)."""
+    pack = 8
+    while group % pack or block_q // pack < TMA_ROWS:
+        pack //= 2
+    return pack
 
 
 def supported(mask_blocks: tuple[int, int]) -> str | None:
@@ -186,39 +216,50 @@ def tile_bounds(bounds, num_rows: int, row_ratio: int, col_ratio: int, num_tiles
 
 def programs(mask: AttentionMask, config: MosaicConfig, t: int, s_len: int, doc_runs=None):
     """[B, P, 7] int32, one row per program: (first row / 8, start and end of the rows it
-    stores, first key / 8, key tiles, first and end of its fully visible tiles), its rows being
-    [first, first + config.rows) and its key tiles config.block_kv keys each from the first key
-    on (both multiples of 8, as TMA copies into tiled shared memory need; passed over 8 so that
-    the kernel's layout inference sees it). Row-aligned tiles from the block mask (program m:
-    rows [m x rows, ...), its mask row's bounds), or where doc_runs marks a batch row exact, that
-    row's document chunks (runs.py: the chunk's document from its start, every tile between the
-    first and the diagonal one full). Programs past a row's last store nothing and return at
-    once."""
-    rows, block_kv = config.rows, config.block_kv
-    row_ratio, col_ratio = mask.row_block // rows, mask.col_block // block_kv
-    num_q_tiles, num_kv_tiles = -(-t // rows), -(-s_len // block_kv)
+    stores, first key / 8, key tiles, first and end of its fully visible tiles), its tokens
+    being [first, first + config.tokens) (config.pack heads of each) and its key tiles
+    config.block_kv keys each from the first key on (both multiples of 8, as TMA copies into
+    tiled shared memory need; passed over 8 so that the kernel's layout inference sees it).
+    Row-aligned tiles from the block mask (program m: tokens [m x tokens, ...), its mask row's
+    bounds), or where doc_runs marks a batch row exact, that row's document chunks (runs.py: the
+    chunk's document from its start, every tile between the first and the diagonal one full;
+    with pack > 1 each chunk of runs.CHUNK tokens is split into programs of config.tokens).
+    Programs past a row's last store nothing and return at once."""
+    tokens, block_kv = config.tokens, config.block_kv
+    row_ratio, col_ratio = mask.row_block // tokens, mask.col_block // block_kv
+    num_q_tiles, num_kv_tiles = -(-t // tokens), -(-s_len // block_kv)
     lo, hi, lf, uf = tile_bounds(mask_bounds(mask), num_q_tiles, row_ratio, col_ratio,
                                  num_kv_tiles)
     m = jnp.broadcast_to(jnp.arange(num_q_tiles, dtype=jnp.int32), lo.shape)
-    tiles = jnp.stack([m * (rows // TMA_ROWS), m * rows, (m + 1) * rows,
+    tiles = jnp.stack([m * (tokens // TMA_ROWS), m * tokens, (m + 1) * tokens,
                        lo * (block_kv // TMA_ROWS), hi - lo, lf - lo, uf - lo],
                       axis=-1).astype(jnp.int32)
     if doc_runs is None:
         return tiles
-    count = doc_runs.shape[1]
-    tiles = jnp.pad(tiles, ((0, 0), (0, count - num_q_tiles), (0, 0)))  # nothing to store
-    first, own_start, own_end, doc_start = (doc_runs[..., i] for i in range(4))
+    exact = doc_runs[:, :1, 2:3] >= 0
+    if config.pack == 1:  # rows of many short documents keep the row-aligned tiles (max_chunks)
+        limit = runs.max_chunks(t, 8)
+        exact &= jnp.sum(doc_runs[..., 2] > doc_runs[..., 1], axis=1)[:, None, None] <= limit
+        doc_runs = doc_runs[:, :limit]
+    split = runs.CHUNK // tokens  # programs per chunk
+    count = doc_runs.shape[1] * split
+    tiles = jnp.pad(tiles, ((0, 0), (0, max(count - num_q_tiles, 0)), (0, 0)))  # store nothing
+    first, own_start, own_end, doc_start = (
+        jnp.repeat(doc_runs[..., i], split, axis=1) for i in range(4))
+    first = first + jnp.tile(jnp.arange(split, dtype=jnp.int32) * tokens, doc_runs.shape[1])
+    own_start = jnp.maximum(own_start, first)
+    own_end = jnp.minimum(own_end, first + tokens)
+    own_start, own_end = (jnp.where(own_end > own_start, x, 0) for x in (own_start, own_end))
     attends = doc_start >= 0
     base = jnp.maximum(doc_start, 0) - jnp.maximum(doc_start, 0) % TMA_ROWS  # its first key
-    before = jnp.where(attends, (first - base) // block_kv, 0)  # tiles before the diagonal
+    before = jnp.where(attends, (first - base) // block_kv, 0)  # tiles before the first row
     # the first key tile holds the previous document's last keys where the document starts
     # inside an 8-row group (for the first chunk that tile is the diagonal one)
     inside = (attends & (doc_start % TMA_ROWS != 0) & (before > 0)).astype(jnp.int32)
-    chunks = jnp.stack([first // TMA_ROWS, own_start, own_end, base // TMA_ROWS,
-                        jnp.where(attends, before + rows // block_kv, 0), inside, before],
-                       axis=-1)
-    exact = own_end[:, :1, None] >= 0
-    return jnp.where(exact, chunks, tiles).astype(jnp.int32)
+    steps = jnp.where(attends, -(-(first + tokens - base) // block_kv), 0)
+    chunks = jnp.stack([first // TMA_ROWS, own_start, own_end, base // TMA_ROWS, steps, inside,
+                        before], axis=-1)
+    return jnp.where(exact, chunks, tiles[:, :count]).astype(jnp.int32)
 
 
 def chunked(mask: AttentionMask, config: MosaicConfig, head_dim: int, variant: MaskVariant):
@@ -231,8 +272,9 @@ def chunked(mask: AttentionMask, config: MosaicConfig, head_dim: int, variant: M
 
 
 def lse_slots(items, t: int, rows: int):
-    """[B, T] int32: where the kernel left each token's logsumexp, program m's rows being slots
-    [m x rows, (m + 1) x rows) (programs' own rows partition the tokens, in order)."""
+    """[B, T] int32: where the kernel left each token's logsumexp, program m's `rows` tokens
+    being slots [m x rows, (m + 1) x rows) (programs' own rows partition the tokens, in
+    order)."""
     first, own_start, own_end = items[..., 0] * TMA_ROWS, items[..., 1], items[..., 2]
     m = jnp.arange(items.shape[1], dtype=jnp.int32)
     marks = jnp.full((items.shape[0], t), -1, jnp.int32)
@@ -257,8 +299,15 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
     s_len, num_kv = k.shape[1], k.shape[2]
     group = n // num_kv
     dtype = q.dtype
-    config = config or choose_config(mask, h)
+    config = config or choose_config(mask, h, group, sinks is not None, t)
     block_q, block_kv, stages, rows = config.block_q, config.block_kv, config.stages, config.rows
+    pack, tokens = config.pack, config.tokens
+    tq = block_q // pack  # tokens per consumer (of each of the pack heads)
+    if group % pack or tq % TMA_ROWS or (pack > 1 and sinks is not None):
+        raise NotImplementedError(
+            f"MosaicConfig(pack={pack}) needs a whole number of packs per kv group ({group} "
+            f"query heads per kv head), whole 8-row groups of tokens per consumer "
+            f"(block_q={block_q}) and no sinks")
     if mask.row_block % rows or mask.col_block % block_kv:
         raise NotImplementedError(
             f"the Mosaic forward needs a mask whose blocks are multiples of {rows}x{block_kv}, got "
@@ -276,11 +325,17 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
     q, k, v = for_tma(q), for_tma(k), for_tma(v)
     # a chunk's rows and keys may run up to a chunk past the tokens
     q_lay = tiled_layout(q_pos, q_seg, t_pad + rows, pad_id)
+    if pack > 1:  # each program's rows in its consumers' order: per consumer, head by head
+        r = jnp.arange(rows, dtype=jnp.int32)
+        offsets = (r // block_q) * tq + r % tq
+        rows_at = (items[..., :1] * TMA_ROWS + offsets).reshape(b, 1, num_items * rows)
+        q_lay = jnp.take_along_axis(q_lay, jnp.broadcast_to(rows_at, (b, 2, num_items * rows)),
+                                    axis=2)
     k_lay = tiled_layout(kv_pos, kv_seg, s_pad + rows, pad_id)
     # the flags per tile start, built only where the kernel reads them (else a placeholder)
     unread = jnp.zeros((b, 1), jnp.int32)
     k_pads = unread if config.overlap else padding_windows(kv_seg, pad_id, s_pad + rows, block_kv)
-    q_pads = padding_windows(q_seg, pad_id, t_pad + rows, block_q) if store_query else unread
+    q_pads = padding_windows(q_seg, pad_id, t_pad + rows, tq) if store_query else unread
     cap = logits_soft_cap
     qk_scale = logit_factor(scale, cap)
     fixed_m = capped_reference(cap, dtype)
@@ -293,14 +348,14 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
     def kernel(q_ref, k_ref, v_ref, qlay_ref, klay_ref, kpads_ref, qpads_ref, items_ref,
                factors_ref, out_ref, lse_ref, qout_ref, scoped):
         batch = lax.axis_index("batch")
-        head = lax.axis_index("heads")
+        head0 = lax.axis_index("heads") * pack  # the program's first query head
         item = num_items - 1 - lax.axis_index("q_seq")  # later (heavier) blocks first
         wg = lax.axis_index("wg")
         (qo_smem2, k_smem, v_smem, lse_smem2, klay_smem, o_plain2), loaded, freed, schedule = scoped
         k_ready, v_ready, q_ready, lay_ready = loaded
         k_free, v_free = freed
 
-        # the program's rows [first, first + rows) (it stores [own_start, own_end) of them), its
+        # the program's tokens [first, first + tokens) (it stores [own_start, own_end) of them), its
         # key tiles from k0 on (`steps` of them), [f_lo, f_hi) of those fully visible
         first8, own_start, own_end, k08, steps, f_lo, f_hi = (items_ref[batch, item, i]
                                                               for i in range(7))
@@ -320,10 +375,13 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
             with jax.named_scope("prologue"):
                 qo_smem = qo_smem2.at[wg]
                 lse_smem = lse_smem2.at[wg]
-                q_start = first + wg * block_q
-                plgpu.copy_gmem_to_smem(q_ref.at[batch, pl.ds(q_start, block_q), head], qo_smem,
-                                        q_ready.at[wg])
-                q_pos_r, q_seg_r = load_layout(qlay_ref, batch, q_start, block_q, row_layout)
+                q_start = first + wg * tq
+                for j in range(pack):  # the consumer's rows: tq tokens of each head
+                    plgpu.copy_gmem_to_smem(q_ref.at[batch, pl.ds(q_start, tq), head0 + j],
+                                            qo_smem.at[pl.ds(j * tq, tq)], q_ready.at[wg])
+                q_pos_r, q_seg_r = load_layout(
+                    qlay_ref, batch, q_start if pack == 1 else item * rows + wg * block_q,
+                    block_q, row_layout)
                 c = factors_ref[0]
                 with jax.named_scope("q_wait"):
                     plgpu.barrier_wait(q_ready.at[wg])
@@ -333,8 +391,10 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                     def _():
                         zero_padding_rows(qo_smem, q_seg_r, pad_id)
 
-                    plgpu.copy_smem_to_gmem(qo_smem,
-                                            qout_ref.at[batch, pl.ds(q_start, block_q), head])
+                    for j in range(pack):
+                        plgpu.copy_smem_to_gmem(
+                            qo_smem.at[pl.ds(j * tq, tq)],
+                            qout_ref.at[batch, pl.ds(q_start, tq), head0 + j])
                 if cap is None:  # online_softmax needs a positive factor: the sign goes into Q
                     @pl.when(c < 0)
                     def _():
@@ -539,7 +599,7 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
             with jax.named_scope("epilogue"):
                 live = l_i > 0.0
                 if sinks is not None:  # the head's sink logit joins live rows' denominators
-                    sink = factors_ref[1 + head]
+                    sink = factors_ref[1 + head0]  # pack is 1
                     m_f = jnp.where(live, jnp.maximum(m_i, sink), m_i)
                     alpha = jnp.where(live, jnp.exp2(m_i - m_f), 1.0)
                     l_i = jnp.where(live, l_i * alpha + jnp.exp2(sink - m_f), l_i)
@@ -549,11 +609,16 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                 acc = acc * lax.broadcast_in_dim(1.0 / l_safe, acc.shape, [0])
                 lse_smem[...] = jnp.where(live, (m_i + jnp.log2(l_safe)) * (1.0 / LOG2E), -jnp.inf)
                 # the logsumexp in the program's slot (gathered into token order after the kernel)
-                lse_slot = lse_ref.at[batch, head, pl.ds(item * rows + wg * block_q, block_q)]
-                # the rows of ours this consumer stores: [lo_r, hi_r) of its block_q
-                lo_r = jnp.clip(own_start - q_start, 0, block_q)
-                hi_r = jnp.clip(own_end - q_start, lo_r, block_q)
-                whole = (lo_r == 0) & (hi_r == block_q)
+                def store_lse():
+                    for j in range(pack):
+                        plgpu.copy_smem_to_gmem(
+                            lse_smem.at[pl.ds(j * tq, tq)],
+                            lse_ref.at[batch, head0 + j, pl.ds(item * tokens + wg * tq, tq)])
+
+                # the tokens of ours this consumer stores: [lo_r, hi_r) of its tq
+                lo_r = jnp.clip(own_start - q_start, 0, tq)
+                hi_r = jnp.clip(own_end - q_start, lo_r, tq)
+                whole = (lo_r == 0) & (hi_r == tq)
 
                 @pl.when(whole)
                 def _():
@@ -561,9 +626,10 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                         plgpu.wait_smem_to_gmem(0, wait_read_only=True)
                     qo_smem[...] = acc.astype(dtype)
                     plgpu.commit_smem()
-                    plgpu.copy_smem_to_gmem(qo_smem,
-                                            out_ref.at[batch, pl.ds(q_start, block_q), head])
-                    plgpu.copy_smem_to_gmem(lse_smem, lse_slot)
+                    for j in range(pack):
+                        plgpu.copy_smem_to_gmem(qo_smem.at[pl.ds(j * tq, tq)],
+                                                out_ref.at[batch, pl.ds(q_start, tq), head0 + j])
+                    store_lse()
 
                 if doc_runs is not None:  # a chunk's first and last rows: only its document's
                     @pl.when(~whole)
@@ -571,22 +637,24 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                         o_plain = o_plain2.at[wg]
                         o_plain[...] = acc.astype(dtype)
                         plgpu.commit_smem()
-                        plgpu.copy_smem_to_gmem(lse_smem, lse_slot)
+                        store_lse()
                         g = TMA_ROWS
-                        for i in range(block_q // g):  # whole 8-row groups
-                            plgpu.copy_smem_to_gmem(
-                                o_plain.at[pl.ds(g * i, g)],
-                                out_ref.at[batch, pl.ds(q_start + g * i, g), head],
-                                predicate=(lo_r <= g * i) & (g * i + g <= hi_r))
                         # lo_r's group's end and hi_r's group's start
                         up = jnp.minimum(lo_r + (g - 1) - lax.rem(lo_r + (g - 1), g), hi_r)
                         down = jnp.maximum(hi_r - lax.rem(hi_r, g), up)
-                        for i in range(g - 1):  # the partial groups row by row
-                            for r, end in ((lo_r + i, up), (down + i, hi_r)):
+                        for j in range(pack):
+                            out_j = out_ref.at[batch, :, head0 + j]
+                            for i in range(tq // g):  # whole 8-row groups
                                 plgpu.copy_smem_to_gmem(
-                                    o_plain.at[pl.ds(r, 1)],
-                                    out_ref.at[batch, pl.ds(q_start + r, 1), head],
-                                    predicate=r < end)
+                                    o_plain.at[pl.ds(j * tq + g * i, g)],
+                                    out_j.at[pl.ds(q_start + g * i, g)],
+                                    predicate=(lo_r <= g * i) & (g * i + g <= hi_r))
+                            for i in range(g - 1):  # the partial groups row by row
+                                for r, end in ((lo_r + i, up), (down + i, hi_r)):
+                                    plgpu.copy_smem_to_gmem(
+                                        o_plain.at[pl.ds(j * tq + r, 1)],
+                                        out_j.at[pl.ds(q_start + r, 1)],
+                                        predicate=r < end)
 
                 with jax.named_scope("store_wait"):
                     plgpu.wait_smem_to_gmem(0)
@@ -595,7 +663,7 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
         def _producer():
             plgpu.set_max_registers(40, action="decrease")
             with jax.named_scope("producer"):
-                kv_head = lax.div(head, jnp.int32(group))
+                kv_head = lax.div(head0, jnp.int32(group))
 
                 def issue(i, slot, wait):
                     tiles = (batch, pl.ds(key_start(i), block_kv), kv_head)
@@ -630,7 +698,7 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
             plgpu.SMEM((2, block_q, h), dtype) if doc_runs is not None else None,  # plain O
         ]
         loaded = (plgpu.Barrier(num_barriers=stages), plgpu.Barrier(num_barriers=stages),
-                  plgpu.Barrier(num_barriers=2),
+                  plgpu.Barrier(num_arrivals=pack, num_barriers=2),  # a Q tile: pack copies
                   plgpu.Barrier(num_barriers=stages) if config.layout_by_tma else None)
         freed = (plgpu.Barrier(num_arrivals=2, num_barriers=stages),) * 2
         pl.run_scoped(
@@ -643,17 +711,17 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
     results = plgpu.kernel(
         entry,
         out_type=(jax.ShapeDtypeStruct(q.shape, dtype),
-                  jax.ShapeDtypeStruct((b, n, num_items * rows), jnp.float32))
+                  jax.ShapeDtypeStruct((b, n, num_items * tokens), jnp.float32))
         + ((jax.ShapeDtypeStruct(q.shape, dtype),) if store_query else ()),
-        grid=(n, num_items, b),
+        grid=(n // pack, num_items, b),
         grid_names=("heads", "q_seq", "batch"),
         num_threads=3,
         thread_name="wg",
         compiler_params=plgpu.CompilerParams(approx_math=True),
     )(q, k, v, q_lay, k_lay, k_pads, q_pads, items, factors)
     out, lse = results[0][:, :t], results[1]
-    if doc_runs is None:  # program m's slot is rows [m * rows, (m + 1) * rows)
+    if doc_runs is None:  # program m's slot is tokens [m * tokens, (m + 1) * tokens)
         lse = lse[:, :, :t]
     else:
-        lse = jnp.take_along_axis(lse, lse_slots(items, t, rows)[:, None], axis=2)
+        lse = jnp.take_along_axis(lse, lse_slots(items, t, tokens)[:, None], axis=2)
     return (out, lse) + ((results[2][:, :t],) if store_query else ())

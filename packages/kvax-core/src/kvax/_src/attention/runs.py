@@ -35,15 +35,19 @@ from kvax._src.config import PADDING_SEGMENT_ID
 CHUNK = 128  # rows per chunk: the Mosaic forward's rows per program
 
 
-def max_chunks(length: int) -> int:
-    """The static number of chunks per row: a row's 128-row tiles plus one per 8 of them, so rows
-    of up to about one document per 1024 tokens take chunks. Rows of shorter documents keep the
-    row-aligned tiles: there the chunks' extra programs, each visiting a tile or two, cost more
-    than the pairs they save (H100: level to 2.5% slower on documents of median length 190,
+def max_chunks(length: int, per_extra: int = 2) -> int:
+    """The static number of chunks per row: a row's 128-row tiles plus one per per_extra of
+    them. The mask carries max_chunks(length) (rows of up to about one document per 256 tokens
+    take chunks). The forward with one head per program takes them only where they fit
+    max_chunks(length, 8), about one document per 1024 tokens: on shorter documents those
+    chunks' extra programs, each visiting a tile or two, cost more than the pairs they save
+    (H100: level to 2.5% slower on documents of median length 190,
     docs/bench/h100-2026-11-24-doc-chunks), and each chunk past the row's tiles is one more
-    program to launch on rows of few documents."""
+    program to launch on rows of few documents. With several heads per program
+    (mosaic_fwd.MosaicConfig.pack) each chunk is split into smaller programs, which visit
+    fewer keys."""
     tiles = -(-length // CHUNK)
-    return tiles + -(-tiles // 8)
+    return tiles + -(-tiles // per_extra)
 
 
 ALIGN = 8  # rows of a tiled shared-memory tile: TMA copies start on multiples of it
