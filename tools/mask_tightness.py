@@ -9,7 +9,8 @@ pairs / (visited blocks x 128 x 128)) beside that of a varlen kernel such as Fla
 whose tiles start at each document's first token (so it visits fewer blocks where documents
 start mid-tile; causal documents of contiguous tokens), and that of the Hopper forward's
 programs (the documents' chunks of runs.py where a row takes them, else the row-aligned tiles)
-with the share of its tiles that take the element rule. Prints a table and writes
+with the share of its tiles that take the element rule, and the same useful share with 4 query
+heads per program (MosaicConfig.pack: chunks of 32 tokens). Prints a table and writes
 OUT/mask_tightness.json.
 """
 
@@ -84,21 +85,25 @@ def measure(w: Workload) -> dict:
     out["fwd"]["useful_document_aligned"] = w.allowed_pairs() / (aligned * tile)
     out["fwd"].update(hopper_programs(masks[0], w.seq_len))
     out["fwd"]["useful_hopper"] = w.allowed_pairs() / (out["fwd"]["hopper_tiles"] * tile)
+    packed = hopper_programs(masks[0], w.seq_len, pack=4)
+    out["fwd"]["useful_hopper_packed4"] = w.allowed_pairs() / (packed["hopper_tiles"] * tile / 4)
     return out
 
 
-def hopper_programs(mask, length: int) -> dict:
+def hopper_programs(mask, length: int, pack: int = 1) -> dict:
     """What the Hopper forward's programs visit on batch row 0 (mosaic_fwd.programs: the
     documents' chunks where the row takes them, else the mask's row-aligned tiles): 128x128
-    tiles, how many of them take the element rule, and whether the row took the chunks."""
+    tiles (with pack > 1 each covers that many heads), how many of them take the element rule,
+    and whether the row took the chunks."""
     from kvax._src.attention import mosaic_fwd
 
-    config = mosaic_fwd.MosaicConfig()
+    config = mosaic_fwd.MosaicConfig(pack=pack)
     items = np.asarray(mosaic_fwd.programs(mask, config, length, length,
                                            doc_runs=mask.doc_runs))[0]
+    tiles = np.asarray(mosaic_fwd.programs(mask, config, length, length))[0]
     live = items[:, 2] > items[:, 1]
     steps, f_lo, f_hi = items[live, 4], items[live, 5], items[live, 6]
-    chunked = mask.doc_runs is not None and bool(np.asarray(mask.doc_runs)[0, 0, 2] >= 0)
+    chunked = not np.array_equal(items[:len(tiles)], tiles)
     return dict(hopper_tiles=int(steps.sum()), hopper_masked=int((steps - (f_hi - f_lo)).sum()),
                 hopper_chunks=chunked)
 
@@ -112,7 +117,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     rows = []
     print(f"{'workload':<58} {'docs':>5}  {'fwd visited/min':>16} {'dq':>14} {'dkdv':>14}"
-          f"  fwd useful (varlen)  Hopper forward: useful, masked tiles (chunks?)")
+          f"  fwd useful (varlen)  Hopper forward: useful, masked tiles (chunks?), 4 heads packed")
     for median in args.medians:
         for ids in ("sequential", "shuffled", "large"):
             r = measure(Workload(args.seq_len, num_pad_tokens=1000, ids=ids,
@@ -125,7 +130,8 @@ def main(argv=None):
                   f"({r['fwd']['useful_document_aligned']:.3f})        "
                   f"{r['fwd']['useful_hopper']:.3f}, "
                   f"{r['fwd']['hopper_masked'] / r['fwd']['hopper_tiles']:.2f} "
-                  f"({'yes' if r['fwd']['hopper_chunks'] else 'no'})", flush=True)
+                  f"({'yes' if r['fwd']['hopper_chunks'] else 'no'}), "
+                  f"{r['fwd']['useful_hopper_packed4']:.3f}", flush=True)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "mask_tightness.json"), "w") as f:
         json.dump(rows, f, indent=1)

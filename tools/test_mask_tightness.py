@@ -38,3 +38,13 @@ def test_hopper_programs_take_chunks_on_few_documents():
                                         ids="shuffled"))
     assert r["fwd"]["hopper_chunks"]
     assert r["fwd"]["useful"] < r["fwd"]["useful_hopper"] <= r["fwd"]["useful_document_aligned"]
+
+
+def test_packed_heads_compute_fewer_pairs_on_short_documents():
+    """Short documents: the mask's chunks are there, one head per program keeps the row-aligned
+    tiles (too many chunks), four heads per program take the chunks split in 32-token programs
+    and compute fewer pairs."""
+    r = mask_tightness.measure(Workload(8192, num_pad_tokens=100, doc_median=190,
+                                        ids="shuffled"))
+    assert not r["fwd"]["hopper_chunks"]
+    assert r["fwd"]["useful_hopper"] < r["fwd"]["useful_hopper_packed4"] <= 1

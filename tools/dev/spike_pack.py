@@ -1,0 +1,75 @@
+"""Spike: query heads of a kv group packed into one Hopper forward program (MosaicConfig.pack,
+FA3's PackGQA) against one head per program, on few queries against many keys (decode and
+chunked prefill: the queries are a document's last T tokens, causal). Same inputs, one process,
+every kernel timed in turn for --rounds rounds.
+
+    python tools/dev/spike_pack.py [--queries 1,16,64,127,128,512] [--kv-len 16384] [--batch 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from measure import median_ms  # noqa: E402
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--queries", default="1,16,64,127,128,512")
+    p.add_argument("--kv-len", type=int, default=16384)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--heads", default="32,8", help="query heads, kv heads")
+    p.add_argument("--head-dim", type=int, default=128)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=20)
+    args = p.parse_args(argv)
+    import jax
+    import jax.numpy as jnp
+
+    from kvax._src.attention import mosaic_fwd
+    from kvax._src.attention.mask import build_masks
+    from kvax._src.attention.variant import MaskVariant
+    from kvax.utils import PADDING_SEGMENT_ID, default_params
+
+    print("device", jax.devices()[0].device_kind, "jax", jax.__version__, flush=True)
+    params = default_params(jax.devices()[0].device_kind, backward=False)
+    n, num_kv = map(int, args.heads.split(","))
+    b, s, h = args.batch, args.kv_len, args.head_dim
+    group = n // num_kv
+    rng = np.random.default_rng(0)
+    k, v = (jnp.asarray(rng.standard_normal((b, s, num_kv, h)), jnp.bfloat16) for _ in "kv")
+    kv_pos = jnp.broadcast_to(jnp.arange(s, dtype=jnp.int32), (b, s))
+    kv_seg = jnp.zeros((b, s), jnp.int32)
+    for t in map(int, args.queries.split(",")):
+        q = jnp.asarray(rng.standard_normal((b, t, n, h)), jnp.bfloat16)
+        q_pos = kv_pos[:, s - t:]
+        q_seg = kv_seg[:, s - t:]
+        (mask,) = build_masks(q_pos, q_seg, kv_pos, kv_seg, fwd_params=params, bwd_params=None,
+                              skip_pad_tokens=True)
+        pairs = b * sum(s - t + i + 1 for i in range(t))
+        flops = 4 * pairs * n * h
+        fns, outs = {}, {}
+        for pack in sorted({1, mosaic_fwd.pack_heads(group)}):
+            config = mosaic_fwd.MosaicConfig(block_kv=128 if h <= 128 else 64, pack=pack)
+            fns[pack] = jax.jit(lambda q, k, v, config=config: mosaic_fwd.forward(
+                q, k, v, h ** -0.5, q_pos, q_seg, kv_pos, kv_seg, mask,
+                variant=MaskVariant(), pad_id=PADDING_SEGMENT_ID, config=config))
+            outs[pack] = np.asarray(jax.block_until_ready(fns[pack](q, k, v))[0], np.float32)
+        diff = max(float(np.max(np.abs(o - outs[1]))) for o in outs.values())
+        chosen = mosaic_fwd.choose_config(mask, h, group, False, t).pack
+        for r in range(args.rounds):
+            cells = []
+            for pack, fn in (fns.items() if r % 2 == 0 else list(fns.items())[::-1]):
+                ms = median_ms(lambda fn=fn: fn(q, k, v), args.repeats)
+                cells.append(f"pack {pack}: {ms * 1e3:8.1f} us {flops / ms / 1e9:6.1f} TF/s")
+            print(f"B{b} T{t:<4} S{s} N{n} K{num_kv} H{h} (default pack {chosen}) round {r + 1}: "
+                  + "  ".join(sorted(cells)) + f"  max diff {diff:.1e}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
