@@ -104,6 +104,22 @@ def test_tiles_follow_the_head_dim_and_the_mask():
     assert "128x64" in mosaic_fwd.supported((128, 32))
 
 
+def test_packed_heads_refuse_what_they_cannot_hold():
+    """Packing more heads than a kv group has, or any with sinks (read per head), is refused
+    before anything is built."""
+    q = jnp.zeros((1, 40, 4, 128), jnp.bfloat16)
+    k = jnp.zeros((1, 300, 2, 128), jnp.bfloat16)
+    q_pos, q_seg, kv_pos, kv_seg = _one_document(40, 300)
+    (mask,) = build_masks(q_pos, q_seg, kv_pos, kv_seg, fwd_params=FWD, bwd_params=None,
+                          skip_pad_tokens=True)
+    for config, sinks in [(mosaic_fwd.MosaicConfig(pack=4), None),
+                          (mosaic_fwd.MosaicConfig(pack=2), jnp.zeros((4,), jnp.float32))]:
+        with pytest.raises(NotImplementedError, match=f"pack={config.pack}"):
+            mosaic_fwd.forward(q, k, k, 0.1, q_pos, q_seg, kv_pos, kv_seg, mask,
+                               variant=MaskVariant(), pad_id=PADDING_SEGMENT_ID, config=config,
+                               sinks=sinks)
+
+
 def test_backend_refuses_what_it_cannot_run(monkeypatch):
     """Explicitly asked for, it says why; "auto" falls through past it (here to xla)."""
     backend = backends.get("mosaic")
