@@ -67,9 +67,7 @@ def main():
     pos, seg = jnp.asarray(pos), jnp.asarray(seg)
     print(w.name, flush=True)
     masks = kvax.ops.create_attention_mask(pos, seg, pos, seg, calc_bwd_mask=True)
-    # the layout and masks are arguments, as in a training step (closed over, XLA would fold
-    # everything computed from them into constants)
-    layout = (pos, seg, masks)
+    layout = (pos, seg, masks)  # arguments, as the module doc says
     for deterministic in (None, True, False):
         def forward(q, k, v, layout, deterministic=deterministic):
             pos, seg, masks = layout

@@ -7,6 +7,7 @@ show in CI) for every variant, dtype, head dim and tile choice, and the backend 
 cannot run. On a Hopper GPU: outputs, logsumexp and gradients against kvax-testing's float64
 reference with the baseline-tied tolerance, NaN and Inf in the padding, and "auto" choosing it."""
 
+import contextlib
 import dataclasses
 import re
 
@@ -624,21 +625,29 @@ def test_large_caps_with_saturated_logits_match_reference(cap, sign):
 def test_overlapped_forward_matches_reference(monkeypatch, case, variant):
     """The forward with each tile's softmax under the previous tile's PV (MosaicConfig.overlap,
     not the default yet), through the whole API."""
+    with _edited_configs(monkeypatch,
+                         lambda config, group: dataclasses.replace(config, overlap=True)) as chosen:
+        _assert_matches(case, variant)
+    assert chosen, "the Mosaic forward did not run: the overlapped kernel went untested"
+
+
+@contextlib.contextmanager
+def _edited_configs(monkeypatch, edit):
+    """mosaic_fwd.choose_config patched to return edit(its config, the kv group's query heads);
+    yields the configs it returned. Traced afresh (a trace of the same call cached by an earlier
+    test would skip the patch), and not left in the caches for the tests after it."""
     choose, chosen = mosaic_fwd.choose_config, []
 
-    def overlapped(mask, h, *args):
-        chosen.append(h)
-        return dataclasses.replace(choose(mask, h, *args), overlap=True)
+    def edited(mask, h, group=1, *args):
+        chosen.append(edit(choose(mask, h, group, *args), group))
+        return chosen[-1]
 
-    monkeypatch.setattr(mosaic_fwd, "choose_config", overlapped)
-    # traced afresh (a trace of the same call cached by an earlier test would skip the patch),
-    # and not left in the caches for the tests after it
+    monkeypatch.setattr(mosaic_fwd, "choose_config", edited)
     jax.clear_caches()
     try:
-        _assert_matches(case, variant)
+        yield chosen
     finally:
         jax.clear_caches()
-    assert chosen, "the Mosaic forward did not run: the overlapped kernel went untested"
 
 
 @pytest.mark.gpu
@@ -802,22 +811,14 @@ def test_packed_heads_forward_matches_reference(monkeypatch, case, variant, over
     """The forward with every query head of a kv group that pack_heads allows in one program
     (MosaicConfig.pack, by default only for fewer queries than a program's rows), through the
     whole API, the Mosaic backward after it."""
-    choose, chosen = mosaic_fwd.choose_config, []
+    def packed(config, group):
+        return dataclasses.replace(config, overlap=overlap, pack=mosaic_fwd.pack_heads(group))
 
-    def packed(mask, h, group=1, *args):
-        config = dataclasses.replace(choose(mask, h, group, *args), overlap=overlap,
-                                     pack=mosaic_fwd.pack_heads(group))
-        chosen.append(config.pack)
-        return config
-
-    monkeypatch.setattr(mosaic_fwd, "choose_config", packed)
-    jax.clear_caches()  # see test_overlapped_forward_matches_reference
-    try:
+    with _edited_configs(monkeypatch, packed) as chosen:
         seed = int(np.random.SeedSequence().entropy % 2**31)
         batch = _chunked_batch(case, seed) if case in CHUNKED else None
         report = _check(case, variant, seed, batch=batch)
         assert report.ok, f"seed={seed}\n{report}"
-    finally:
-        jax.clear_caches()
+    packs = [config.pack for config in chosen]
     n, k = case["heads"]
-    assert chosen and set(chosen) == {mosaic_fwd.pack_heads(n // k)} and chosen[0] > 1
+    assert packs and set(packs) == {mosaic_fwd.pack_heads(n // k)} and packs[0] > 1

@@ -243,7 +243,7 @@ def programs(mask: AttentionMask, config: MosaicConfig, t: int, s_len: int, doc_
         doc_runs = doc_runs[:, :limit]
     split = runs.CHUNK // tokens  # programs per chunk
     count = doc_runs.shape[1] * split
-    tiles = jnp.pad(tiles, ((0, 0), (0, max(count - num_q_tiles, 0)), (0, 0)))  # store nothing
+    tiles = jnp.pad(tiles, ((0, 0), (0, count - num_q_tiles), (0, 0)))  # these store nothing
     first, own_start, own_end, doc_start = (
         jnp.repeat(doc_runs[..., i], split, axis=1) for i in range(4))
     first = first + jnp.tile(jnp.arange(split, dtype=jnp.int32) * tokens, doc_runs.shape[1])
@@ -259,7 +259,7 @@ def programs(mask: AttentionMask, config: MosaicConfig, t: int, s_len: int, doc_
     steps = jnp.where(attends, -(-(first + tokens - base) // block_kv), 0)
     chunks = jnp.stack([first // TMA_ROWS, own_start, own_end, base // TMA_ROWS, steps, inside,
                         before], axis=-1)
-    return jnp.where(exact, chunks, tiles[:, :count]).astype(jnp.int32)
+    return jnp.where(exact, chunks, tiles).astype(jnp.int32)
 
 
 def chunked(mask: AttentionMask, config: MosaicConfig, head_dim: int, variant: MaskVariant):
