@@ -120,6 +120,8 @@ def _cudnn_packed(w: Workload, memory_sweep: bool) -> JaxAttention:
 # FlashAttention-3 (flash-attn3-jax, varlen): documents must be contiguous; the trailing padding
 # is one more document whose rows nobody reads.
 def _fa3_why_not(w: Workload, memory_sweep: bool) -> str | None:
+    # no soft cap: the wrapper passes softcap=0.0 and the wheel's kernels refuse any other
+    # (docs/bench/h100-2026-11-25-fa3-softcap)
     reason = _lacks(w, "flash-attn3-jax", window=True)
     if reason is None and w.head_dim != 128:
         reason = f"flash-attn3-jax's published build has head dim 128 only, not {w.head_dim}"
