@@ -70,6 +70,10 @@ LOWERINGS = [
     (128, "bfloat16", MaskVariant(), mosaic_fwd.MosaicConfig(pack=2), {}),
     (128, "bfloat16", MaskVariant(False), mosaic_fwd.MosaicConfig(pack=2, overlap=True),
      dict(cap=30.0)),
+    # the keys split: chosen for 16 queries against 4096 keys, asked for with packed heads
+    (128, "bfloat16", MaskVariant(), None, dict(t=16, s=4096)),
+    (64, "float16", MaskVariant(False, (9, 4)), mosaic_fwd.MosaicConfig(pack=2, splits=3),
+     dict(cap=30.0, t=300, s=2000)),
 ]
 
 
@@ -98,6 +102,83 @@ def test_tiles_follow_the_head_dim_and_the_mask():
     assert mosaic_fwd.choose_config(mask, 128, 4, False, 128).pack == 1
     assert mosaic_fwd.choose_config(mask, 128, 4, True, 1).pack == 1
     assert mosaic_fwd.choose_config(mask, 128, 6, False, 1).pack == 2
+    # keys split where fewer queries than keys leave SMs idle (132 here: no GPU reports fewer)
+    assert mosaic_fwd.device_sms() == 132
+
+    def splits(b, n, t, s, sinks=False):
+        return mosaic_fwd.choose_config(mask, 128, 4, sinks, t, batch=b, heads=n, keys=s).splits
+
+    assert splits(1, 32, 1, 65536) == 16  # 8 programs of 4 heads: 128 of 512 tiles / 16
+    assert splits(8, 32, 1, 16384) == 2  # 64 programs
+    assert splits(1, 32, 128, 65536) == 4  # 32 programs, one head each
+    assert splits(8, 32, 128, 16384) == 1  # 256 programs fill the SMs
+    assert splits(1, 32, 1, 65536, sinks=True) == 1
+    assert splits(1, 8, 1, 768) == 1  # 6 key tiles: too few to share
+    assert splits(1, 8, 2048, 2048) == 1  # as many queries as keys (training): never
+
+
+def test_split_count_fills_one_wave_with_runs_of_a_few_tiles():
+    assert mosaic_fwd.split_count(200, 1000, 132) == 1
+    assert mosaic_fwd.split_count(8, 1000, 132) == 16
+    assert mosaic_fwd.split_count(8, 20, 132) == 5  # at least MIN_SPLIT_TILES each
+    assert mosaic_fwd.split_count(66, 1000, 132) == 2
+    assert mosaic_fwd.split_count(67, 1000, 132) == 1
+
+
+def test_split_keys_partition_each_programs_tiles():
+    """Each program's key tiles, in order, once across its splits, each tile keeping whether
+    it is fully visible; the rows' and stores' columns unchanged."""
+    rng = np.random.default_rng(3)
+    steps = rng.integers(0, 40, (2, 6))
+    f_lo = rng.integers(0, 40, (2, 6)) % (steps + 1)
+    f_hi = f_lo + rng.integers(0, 40, (2, 6)) % (steps - f_lo + 1)
+    k0 = rng.integers(0, 100, (2, 6)) * 16
+    rows = rng.integers(0, 50, (2, 6, 3))
+    items = np.concatenate([rows, np.stack([k0, steps, f_lo, f_hi], -1)], -1).astype(np.int32)
+    for splits in (1, 2, 3, 7):
+        out = np.asarray(mosaic_fwd.split_keys(jnp.asarray(items), splits, 128))
+        assert out.shape == (2, 6 * splits, 8)
+        for b, p in np.ndindex(2, 6):
+            runs = out[b, p * splits:(p + 1) * splits]
+            np.testing.assert_array_equal(runs[:, 7], np.arange(splits))
+            np.testing.assert_array_equal(runs[:, :3],
+                                          np.broadcast_to(items[b, p, :3], (splits, 3)))
+            tiles, full = [], []
+            for first8, count, lo, hi in runs[:, [3, 4, 5, 6]]:
+                assert 0 <= lo <= hi <= count
+                start = (first8 - k0[b, p]) // 16  # 128-key tiles, in units of 8 keys
+                tiles += list(range(start, start + count))
+                full += [lo <= i < hi for i in range(count)]
+            assert tiles == list(range(steps[b, p]))
+            assert full == [f_lo[b, p] <= i < f_hi[b, p] for i in range(steps[b, p])]
+
+
+def test_combine_splits_is_attention_over_all_keys():
+    """Split outputs weighed by their logsumexps: the output and logsumexp of all their keys
+    together; a split that saw nothing weighs 0, a row no split saw gives 0 and -inf."""
+    rng = np.random.default_rng(4)
+    s, b, t, n, h, keys = 3, 2, 5, 2, 8, 30
+    logits = rng.normal(0, 3, (s, b, n, t, keys))
+    values = rng.normal(0, 1, (s, b, keys, n, h))
+    seen = np.ones((s, b, n, t, keys), bool)
+    seen[1] = False  # a split with no visible key
+    seen[:, 0, 1, 2] = False  # a row that sees nothing
+    logits = np.where(seen, logits, -np.inf)
+    lse = np.logaddexp.reduce(logits, axis=-1)
+    with np.errstate(invalid="ignore"):
+        p = np.nan_to_num(np.exp(logits - lse[..., None]))
+    outs = np.einsum("sbntk,sbknh->sbtnh", p, values)
+    got, got_lse = mosaic_fwd.combine_splits(jnp.asarray(outs, jnp.float32),
+                                             jnp.asarray(lse, jnp.float32))
+    all_logits = np.moveaxis(logits, 0, -2).reshape(b, n, t, s * keys)
+    all_values = np.moveaxis(values, 0, 1).reshape(b, s * keys, n, h)
+    want_lse = np.logaddexp.reduce(all_logits, axis=-1)
+    with np.errstate(invalid="ignore"):
+        weights = np.nan_to_num(np.exp(all_logits - want_lse[..., None]))
+    want = np.einsum("bntk,bknh->btnh", weights, all_values)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(got_lse), want_lse, rtol=1e-5)
+    assert np.all(np.asarray(got)[0, 2, 1] == 0) and np.asarray(got_lse)[0, 1, 2] == -np.inf
     assert [mosaic_fwd.pack_heads(g) for g in (1, 2, 3, 4, 8, 12, 16)] == [1, 2, 1, 4, 8, 4, 8]
     assert mosaic_fwd.supported((128, 128)) is None
     assert mosaic_fwd.supported((256, 64)) is None
@@ -106,16 +187,20 @@ def test_tiles_follow_the_head_dim_and_the_mask():
 
 
 def test_packed_heads_refuse_what_they_cannot_hold():
-    """Packing more heads than a kv group has, or any with sinks (read per head), is refused
-    before anything is built."""
+    """Packing more heads than a kv group has, or any with sinks (read per head), and key
+    splits with sinks (each split would add the sink) or fewer than one, are refused before
+    anything is built."""
     q = jnp.zeros((1, 40, 4, 128), jnp.bfloat16)
     k = jnp.zeros((1, 300, 2, 128), jnp.bfloat16)
     q_pos, q_seg, kv_pos, kv_seg = _one_document(40, 300)
     (mask,) = build_masks(q_pos, q_seg, kv_pos, kv_seg, fwd_params=FWD, bwd_params=None,
                           skip_pad_tokens=True)
-    for config, sinks in [(mosaic_fwd.MosaicConfig(pack=4), None),
-                          (mosaic_fwd.MosaicConfig(pack=2), jnp.zeros((4,), jnp.float32))]:
-        with pytest.raises(NotImplementedError, match=f"pack={config.pack}"):
+    for config, sinks, what in [
+            (mosaic_fwd.MosaicConfig(pack=4), None, "pack=4"),
+            (mosaic_fwd.MosaicConfig(pack=2), jnp.zeros((4,), jnp.float32), "pack=2"),
+            (mosaic_fwd.MosaicConfig(splits=2), jnp.zeros((4,), jnp.float32), "splits=2"),
+            (mosaic_fwd.MosaicConfig(splits=0), None, "splits=0")]:
+        with pytest.raises(NotImplementedError, match=what):
             mosaic_fwd.forward(q, k, k, 0.1, q_pos, q_seg, kv_pos, kv_seg, mask,
                                variant=MaskVariant(), pad_id=PADDING_SEGMENT_ID, config=config,
                                sinks=sinks)
@@ -638,8 +723,8 @@ def _edited_configs(monkeypatch, edit):
     test would skip the patch), and not left in the caches for the tests after it."""
     choose, chosen = mosaic_fwd.choose_config, []
 
-    def edited(mask, h, group=1, *args):
-        chosen.append(edit(choose(mask, h, group, *args), group))
+    def edited(mask, h, group=1, *args, **kwargs):
+        chosen.append(edit(choose(mask, h, group, *args, **kwargs), group))
         return chosen[-1]
 
     monkeypatch.setattr(mosaic_fwd, "choose_config", edited)
@@ -822,3 +907,45 @@ def test_packed_heads_forward_matches_reference(monkeypatch, case, variant, over
     packs = [config.pack for config in chosen]
     n, k = case["heads"]
     assert packs and set(packs) == {mosaic_fwd.pack_heads(n // k)} and packs[0] > 1
+
+
+# few queries against many keys, where the forward splits the keys by default
+SPLIT_CASES = [
+    dict(kv_len=3001, q_len=1, heads=(8, 2), head_dim=128, dtype="bfloat16", batch=1),  # decode
+    dict(kv_len=2500, q_len=300, heads=(4, 4), head_dim=64, dtype="float16",
+         layout=dict(segment_ids="reused")),
+    CASES[7],  # 77 queries against 1100 keys, 16 / 2 heads, shuffled ids
+]
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("variant", [{}, dict(logits_soft_cap=5.0),
+                                     dict(is_causal=False, local_window_size=(9, 4)),
+                                     dict(return_residual=True, is_causal=False)],
+                         ids=_variant_id)
+@pytest.mark.parametrize("case", SPLIT_CASES, ids=_case_id)
+@pytest.mark.parametrize("splits,overlap", [(None, False), (7, True)],
+                         ids=["default", "7-overlap"])
+def test_split_keys_forward_matches_reference(monkeypatch, case, variant, splits, overlap):
+    """The forward with each program's key tiles split (MosaicConfig.splits: by default where
+    fewer queries than keys leave SMs idle; or 7 splits in the overlapped order, some of them
+    empty on the shorter rows), through the whole API with the Mosaic backward after it; the
+    residual's logsumexp is the splits' combined one."""
+    def split(config, group):
+        return dataclasses.replace(config, overlap=overlap, splits=splits or config.splits)
+
+    with _edited_configs(monkeypatch, split) as chosen:
+        _assert_matches(case, variant)
+    assert chosen and all(config.splits > 1 for config in chosen), chosen
+
+
+@pytest.mark.gpu
+@hopper
+def test_split_keys_bitwise_and_padding_exact(monkeypatch):
+    """Split keys: bitwise reruns, and NaN/Inf in the padding give exactly 0 there."""
+    case = dict(SPLIT_CASES[1], layout=dict(segment_ids="shuffled", num_docs=(2, 4)))
+    with _edited_configs(monkeypatch, lambda config, group: dataclasses.replace(
+            config, splits=5)) as chosen:
+        _assert_bitwise_and_padding_exact(_batch(case, 13))
+    assert chosen

@@ -31,6 +31,14 @@ many tokens. Chosen for fewer queries than a program's rows (decoding, chunked p
 at up to 64 queries on an H100); on training-length rows it computes fewer pairs but is not
 faster (docs/bench/h100-2026-11-25-packed-heads).
 
+`MosaicConfig.splits` > 1 (FA3's split-KV, flash-decoding) cuts each program's key tiles into
+that many runs, one program each, when a call has too few programs to fill the GPU (decoding, a
+few queries against long keys, batch 1). Each stores its output, normalised over its own keys, and
+logsumexp in a slot of its own; combine_splits weighs them together after the kernel (a split
+that saw no key has logsumexp -inf and weight 0). Its outputs are rounded to the input dtype
+before they are combined. Splits take the row-aligned tiles, never the document chunks, and
+no sinks.
+
 Q, K and V are not copied to whole tiles: a tile past the end of the tokens comes in by TMA as zeros
 and the output tile's rows past the end are not stored (TMA skips out-of-bounds rows); only lengths
 that are not a multiple of 8 (the shared-memory tiling's rows) get padded copies. The small
@@ -71,6 +79,7 @@ class MosaicConfig:
     layout_by_tma: bool = False  # tiles' ids/positions by TMA into shared memory, not loads
     overlap: bool = False  # a tile's softmax under the previous tile's PV (FA3's order)
     pack: int = 1  # query heads of one kv head per program (FA3's PackGQA), sharing its tiles
+    splits: int = 1  # programs per row block, each with a share of its key tiles (split-KV)
 
     @property
     def rows(self) -> int:
@@ -97,16 +106,42 @@ def pad_tokens(x, length: int, value):
 
 
 def choose_config(mask: AttentionMask, head_dim: int, group: int = 1, sinks: bool = False,
-                  queries: int | None = None) -> MosaicConfig:
+                  queries: int | None = None, *, batch: int | None = None,
+                  heads: int | None = None, keys: int | None = None) -> MosaicConfig:
     """Tiles for this mask and head dim (measured on an H100, docs/bench/h100-2026-11-23-mosaic):
     128-key tiles and two stages where shared memory allows, 64-key tiles otherwise. With fewer
     queries than a program's rows and `group` query heads per kv head, pack_heads of them share
-    a program (no sinks)."""
+    a program (no sinks). Given the batch, query heads and keys too, with fewer queries than
+    keys (decoding, chunked prefill), split_count splits the keys where the programs are too
+    few for the GPU (no sinks)."""
     block_kv = 128 if head_dim <= 128 and mask.col_block % 128 == 0 else 64
     config = MosaicConfig(block_q=64, block_kv=block_kv, stages=2)
     if queries is not None and queries < config.rows and not sinks:
         config = dataclasses.replace(config, pack=pack_heads(group))
+    if None not in (queries, batch, heads, keys) and queries < keys and not sinks:
+        programs = batch * (heads // config.pack) * -(-queries // config.tokens)
+        config = dataclasses.replace(
+            config, splits=split_count(programs, -(-keys // block_kv), device_sms()))
     return config
+
+
+# split_count's least key tiles per split: shorter runs spend more on each program's fixed cost
+# and on the combination than they gain
+MIN_SPLIT_TILES = 4
+
+
+def split_count(programs: int, key_tiles: int, sms: int) -> int:
+    """Key splits per program (MosaicConfig.splits) for `programs` programs of up to `key_tiles`
+    key tiles each on `sms` SMs: none where the programs fill them; else as many as fit in one
+    wave of the SMs, each with at least MIN_SPLIT_TILES tiles."""
+    if programs >= sms:
+        return 1
+    return max(1, min(sms // programs, key_tiles // MIN_SPLIT_TILES))
+
+
+def device_sms() -> int:
+    """The default device's SM count (132 on an H100 SXM or an H200) where it reports one."""
+    return getattr(jax.devices()[0], "core_count", None) or 132
 
 
 def pack_heads(group: int, block_q: int = 64) -> int:
@@ -264,11 +299,45 @@ def programs(mask: AttentionMask, config: MosaicConfig, t: int, s_len: int, doc_
 
 def chunked(mask: AttentionMask, config: MosaicConfig, head_dim: int, variant: MaskVariant):
     """The mask's document chunks (runs.py) where the forward takes them, else None: the plain
-    O buffer their partial stores need fits beside 128-key tiles up to head dim 128."""
+    O buffer their partial stores need fits beside 128-key tiles up to head dim 128, and key
+    splits store whole tiles only."""
     if (mask.doc_runs is None or config.rows != runs.CHUNK or head_dim > 128
-            or variant != MaskVariant()):
+            or variant != MaskVariant() or config.splits > 1):
         return None
     return mask.doc_runs
+
+
+def split_keys(items, splits: int, block_kv: int):
+    """[B, P, 7] program rows (programs()) -> [B, P x splits, 8]: program p's key tiles cut into
+    `splits` runs of equal length (the last ones shorter or empty), run j in row p x splits + j
+    with its first key, tiles and fully visible range moved to the run, and j appended."""
+    first8, own_start, own_end, k08, steps, f_lo, f_hi = (items[..., i:i + 1] for i in range(7))
+    j = jnp.arange(splits, dtype=jnp.int32)
+    per = -(-steps // splits)
+    start = jnp.minimum(per * j, steps)
+    count = jnp.minimum(start + per, steps) - start
+    lo = jnp.clip(f_lo - start, 0, count)
+    hi = jnp.clip(f_hi - start, lo, count)
+    shape = start.shape
+    cols = [jnp.broadcast_to(x, shape) for x in (first8, own_start, own_end)]
+    cols += [k08 + start * (block_kv // TMA_ROWS), count, lo, hi, jnp.broadcast_to(j, shape)]
+    out = jnp.stack(cols, axis=-1).astype(jnp.int32)
+    return out.reshape(items.shape[0], -1, 8)
+
+
+def combine_splits(out, lse):
+    """The key splits' partial results weighed together: out [S, B, T, N, H] (each split's output
+    normalised over its own keys) and lse [S, B, N, T] (natural log, -inf where a split saw no
+    key) -> (output [B, T, N, H] in out's dtype, logsumexp [B, N, T], -inf where no split saw a
+    key; those rows' output is 0)."""
+    top = jnp.max(lse, axis=0)
+    top = jnp.where(top == -jnp.inf, 0.0, top)
+    weight = jnp.exp(lse - top)  # 0 for a split that saw nothing
+    total = jnp.sum(weight, axis=0)
+    weight = weight / jnp.where(total > 0, total, 1.0)
+    combined = jnp.einsum("sbnt,sbtnh->btnh", weight, out.astype(jnp.float32))
+    return (combined.astype(out.dtype),
+            jnp.where(total > 0, top + jnp.log(jnp.where(total > 0, total, 1.0)), -jnp.inf))
 
 
 def lse_slots(items, t: int, rows: int):
@@ -299,15 +368,19 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
     s_len, num_kv = k.shape[1], k.shape[2]
     group = n // num_kv
     dtype = q.dtype
-    config = config or choose_config(mask, h, group, sinks is not None, t)
+    config = config or choose_config(mask, h, group, sinks is not None, t, batch=b, heads=n,
+                                     keys=s_len)
     block_q, block_kv, stages, rows = config.block_q, config.block_kv, config.stages, config.rows
-    pack, tokens = config.pack, config.tokens
+    pack, tokens, splits = config.pack, config.tokens, config.splits
     tq = block_q // pack  # tokens per consumer (of each of the pack heads)
     if group % pack or tq % TMA_ROWS or (pack > 1 and sinks is not None):
         raise NotImplementedError(
             f"MosaicConfig(pack={pack}) needs a whole number of packs per kv group ({group} "
             f"query heads per kv head), whole 8-row groups of tokens per consumer "
             f"(block_q={block_q}) and no sinks")
+    if splits < 1 or (splits > 1 and sinks is not None):
+        raise NotImplementedError(f"MosaicConfig(splits={splits}) needs splits >= 1, and no "
+                                  f"sinks with more than one")
     if mask.row_block % rows or mask.col_block % block_kv:
         raise NotImplementedError(
             f"the Mosaic forward needs a mask whose blocks are multiples of {rows}x{block_kv}, got "
@@ -315,6 +388,9 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
     t_pad, s_pad = round_up(t, rows), round_up(s_len, block_kv)
     doc_runs = chunked(mask, config, h, variant)
     items = programs(mask, config, t, s_len, doc_runs=doc_runs)
+    slots = items.shape[1] * tokens  # the logsumexp's slots per split
+    if splits > 1:
+        items = split_keys(items, splits, block_kv)
     num_items = items.shape[1]
 
     # V's padding rows must be 0 where a product reads them (P = 0 times NaN is NaN): the
@@ -361,6 +437,9 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                                                               for i in range(7))
         first, k0 = first8 * TMA_ROWS, k08 * TMA_ROWS
         live_item = own_end > own_start
+        # with key splits, each output and logsumexp in its split's slot (tiles: program m's
+        # logsumexp slots are its tokens)
+        split = (items_ref[batch, item, 7],) if splits > 1 else ()
 
         def key_start(i):
             return k0 + i * block_kv
@@ -610,10 +689,11 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                 lse_smem[...] = jnp.where(live, (m_i + jnp.log2(l_safe)) * (1.0 / LOG2E), -jnp.inf)
                 # the logsumexp in the program's slot (gathered into token order after the kernel)
                 def store_lse():
+                    slot = q_start if splits > 1 else item * tokens + wg * tq
                     for j in range(pack):
                         plgpu.copy_smem_to_gmem(
                             lse_smem.at[pl.ds(j * tq, tq)],
-                            lse_ref.at[batch, head0 + j, pl.ds(item * tokens + wg * tq, tq)])
+                            lse_ref.at[split + (batch, head0 + j, pl.ds(slot, tq))])
 
                 # the tokens of ours this consumer stores: [lo_r, hi_r) of its tq
                 lo_r = jnp.clip(own_start - q_start, 0, tq)
@@ -627,8 +707,9 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                     qo_smem[...] = acc.astype(dtype)
                     plgpu.commit_smem()
                     for j in range(pack):
-                        plgpu.copy_smem_to_gmem(qo_smem.at[pl.ds(j * tq, tq)],
-                                                out_ref.at[batch, pl.ds(q_start, tq), head0 + j])
+                        plgpu.copy_smem_to_gmem(
+                            qo_smem.at[pl.ds(j * tq, tq)],
+                            out_ref.at[split + (batch, pl.ds(q_start, tq), head0 + j)])
                     store_lse()
 
                 if doc_runs is not None:  # a chunk's first and last rows: only its document's
@@ -710,8 +791,8 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
 
     results = plgpu.kernel(
         entry,
-        out_type=(jax.ShapeDtypeStruct(q.shape, dtype),
-                  jax.ShapeDtypeStruct((b, n, num_items * tokens), jnp.float32))
+        out_type=(jax.ShapeDtypeStruct((splits,) * (splits > 1) + q.shape, dtype),
+                  jax.ShapeDtypeStruct((splits,) * (splits > 1) + (b, n, slots), jnp.float32))
         + ((jax.ShapeDtypeStruct(q.shape, dtype),) if store_query else ()),
         grid=(n // pack, num_items, b),
         grid_names=("heads", "q_seq", "batch"),
@@ -719,8 +800,10 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
         thread_name="wg",
         compiler_params=plgpu.CompilerParams(approx_math=True),
     )(q, k, v, q_lay, k_lay, k_pads, q_pads, items, factors)
-    out, lse = results[0][:, :t], results[1]
-    if doc_runs is None:  # program m's slot is tokens [m * tokens, (m + 1) * tokens)
+    out, lse = results[0][..., :t, :, :], results[1]
+    if splits > 1:
+        out, lse = combine_splits(out, lse[..., :t])
+    elif doc_runs is None:  # program m's slot is tokens [m * tokens, (m + 1) * tokens)
         lse = lse[:, :, :t]
     else:
         lse = jnp.take_along_axis(lse, lse_slots(items, t, tokens)[:, None], axis=2)
