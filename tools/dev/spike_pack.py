@@ -1,9 +1,15 @@
 """Spike: query heads of a kv group packed into one Hopper forward program (MosaicConfig.pack,
-FA3's PackGQA) against one head per program, on few queries against many keys (decode and
-chunked prefill: the queries are a document's last T tokens, causal). Same inputs, one process,
-every kernel timed in turn for --rounds rounds.
+FA3's PackGQA) against one head per program, both without key splits, and the default choice
+(choose_config: packed heads and MosaicConfig.splits, FA3's split-KV), on few queries against
+many keys (decode and chunked prefill: the queries are a document's last T tokens, causal).
+Same inputs, one process, every kernel timed in turn for --rounds rounds. With --fa3,
+FlashAttention-3's decode call (flash-attn3-jax's flash_mha_with_kvcache, causal: its queries
+are the cache's last T tokens, as ours are) runs in the same rounds, for each --fa3-splits (its
+key splits; 1 is the wrapper's default, and the wrapper has no automatic choice), and its
+largest difference from our output is printed.
 
-    python tools/dev/spike_pack.py [--queries 1,16,64,127,128,512] [--kv-len 16384] [--batch 8]
+    python tools/dev/spike_pack.py [--queries 1,16,64,127,128,512] [--kv-len 16384] [--batch 8] \
+        [--fa3] [--fa3-splits 1,8]
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ def main(argv=None):
     p.add_argument("--head-dim", type=int, default=128)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--repeats", type=int, default=20)
+    p.add_argument("--fa3", action="store_true", help="time FlashAttention-3 in the same rounds")
+    p.add_argument("--fa3-splits", default="1,8", help="FA3's key splits (num_splits) to time")
     args = p.parse_args(argv)
     import jax
     import jax.numpy as jnp
@@ -53,21 +61,36 @@ def main(argv=None):
                               skip_pad_tokens=True)
         pairs = b * sum(s - t + i + 1 for i in range(t))
         flops = 4 * pairs * n * h
-        fns, outs = {}, {}
-        for pack in sorted({1, mosaic_fwd.pack_heads(group)}):
-            config = mosaic_fwd.MosaicConfig(block_kv=128 if h <= 128 else 64, pack=pack)
-            fns[pack] = jax.jit(lambda q, k, v, config=config: mosaic_fwd.forward(
+        fns, outs, names = {}, {}, {}
+        chosen = mosaic_fwd.choose_config(mask, h, group, False, t, batch=b, heads=n, keys=s)
+        configs = {pack: mosaic_fwd.MosaicConfig(block_kv=chosen.block_kv, pack=pack)
+                   for pack in sorted({1, mosaic_fwd.pack_heads(group)})}
+        if chosen.splits > 1:
+            configs[0] = chosen
+        for key, config in configs.items():
+            fns[key] = jax.jit(lambda q, k, v, config=config: mosaic_fwd.forward(
                 q, k, v, h ** -0.5, q_pos, q_seg, kv_pos, kv_seg, mask,
                 variant=MaskVariant(), pad_id=PADDING_SEGMENT_ID, config=config))
-            outs[pack] = np.asarray(jax.block_until_ready(fns[pack](q, k, v))[0], np.float32)
+            outs[key] = np.asarray(jax.block_until_ready(fns[key](q, k, v))[0], np.float32)
+            names[key] = (f"pack {config.pack}" if key else
+                          f"default (pack {config.pack}, {config.splits} splits)")
         diff = max(float(np.max(np.abs(o - outs[1]))) for o in outs.values())
-        chosen = mosaic_fwd.choose_config(mask, h, group, False, t).pack
+        if args.fa3:
+            from flash_attn3_jax import flash_mha_with_kvcache
+
+            for splits in map(int, args.fa3_splits.split(",")):
+                fns[-splits] = jax.jit(lambda q, k, v, splits=splits: flash_mha_with_kvcache(
+                    q, k, v, softmax_scale=h ** -0.5, is_causal=True, num_splits=splits))
+                names[-splits] = f"FA3 splits {splits}"
+                out = np.asarray(jax.block_until_ready(fns[-splits](q, k, v)), np.float32)
+                print(f"T{t} FA3 splits {splits}: largest difference from ours "
+                      f"{float(np.max(np.abs(out - outs[1]))):.1e}", flush=True)
         for r in range(args.rounds):
             cells = []
             for pack, fn in (fns.items() if r % 2 == 0 else list(fns.items())[::-1]):
                 ms = median_ms(lambda fn=fn: fn(q, k, v), args.repeats)
-                cells.append(f"pack {pack}: {ms * 1e3:8.1f} us {flops / ms / 1e9:6.1f} TF/s")
-            print(f"B{b} T{t:<4} S{s} N{n} K{num_kv} H{h} (default pack {chosen}) round {r + 1}: "
+                cells.append(f"{names[pack]}: {ms * 1e3:8.1f} us {flops / ms / 1e9:6.1f} TF/s")
+            print(f"B{b} T{t:<4} S{s} N{n} K{num_kv} H{h} round {r + 1}: "
                   + "  ".join(sorted(cells)) + f"  max diff {diff:.1e}", flush=True)
 
 

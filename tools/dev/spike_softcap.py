@@ -81,7 +81,7 @@ def main():
     runs = {}
     for name, cap, running_max, overlap, sinks in configs:
         reference = (lambda *_: None) if running_max else capped_reference
-        config = ((lambda *a: dataclasses.replace(choose(*a), overlap=True))
+        config = ((lambda *a, **kw: dataclasses.replace(choose(*a, **kw), overlap=True))
                   if overlap else choose)
         with mock.patch.object(mosaic_fwd, "capped_reference", reference), \
              mock.patch.object(triton_fwd, "capped_reference", reference), \
