@@ -789,10 +789,11 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
             plgpu.Barrier(num_barriers=2) if config.overlap else plgpu.Barrier(num_arrivals=2),
             collective_axes="wg")
 
+    per_split = (splits,) if splits > 1 else ()  # a leading axis for the splits' slots
     results = plgpu.kernel(
         entry,
-        out_type=(jax.ShapeDtypeStruct((splits,) * (splits > 1) + q.shape, dtype),
-                  jax.ShapeDtypeStruct((splits,) * (splits > 1) + (b, n, slots), jnp.float32))
+        out_type=(jax.ShapeDtypeStruct(per_split + q.shape, dtype),
+                  jax.ShapeDtypeStruct(per_split + (b, n, slots), jnp.float32))
         + ((jax.ShapeDtypeStruct(q.shape, dtype),) if store_query else ()),
         grid=(n // pack, num_items, b),
         grid_names=("heads", "q_seq", "batch"),
