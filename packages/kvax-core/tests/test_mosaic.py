@@ -102,6 +102,11 @@ def test_tiles_follow_the_head_dim_and_the_mask():
     assert mosaic_fwd.choose_config(mask, 128, 4, False, 128).pack == 1
     assert mosaic_fwd.choose_config(mask, 128, 4, True, 1).pack == 1
     assert mosaic_fwd.choose_config(mask, 128, 6, False, 1).pack == 2
+    assert [mosaic_fwd.pack_heads(g) for g in (1, 2, 3, 4, 8, 12, 16)] == [1, 2, 1, 4, 8, 4, 8]
+    assert mosaic_fwd.supported((128, 128)) is None
+    assert mosaic_fwd.supported((256, 64)) is None
+    assert "128x64" in mosaic_fwd.supported((64, 128))
+    assert "128x64" in mosaic_fwd.supported((128, 32))
     # keys split where fewer queries than keys leave SMs idle (132 here: no GPU reports fewer)
     assert mosaic_fwd.device_sms() == 132
 
@@ -179,11 +184,6 @@ def test_combine_splits_is_attention_over_all_keys():
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(np.asarray(got_lse), want_lse, rtol=1e-5)
     assert np.all(np.asarray(got)[0, 2, 1] == 0) and np.asarray(got_lse)[0, 1, 2] == -np.inf
-    assert [mosaic_fwd.pack_heads(g) for g in (1, 2, 3, 4, 8, 12, 16)] == [1, 2, 1, 4, 8, 4, 8]
-    assert mosaic_fwd.supported((128, 128)) is None
-    assert mosaic_fwd.supported((256, 64)) is None
-    assert "128x64" in mosaic_fwd.supported((64, 128))
-    assert "128x64" in mosaic_fwd.supported((128, 32))
 
 
 def test_packed_heads_refuse_what_they_cannot_hold():
