@@ -334,10 +334,10 @@ def combine_splits(out, lse):
     top = jnp.where(top == -jnp.inf, 0.0, top)
     weight = jnp.exp(lse - top)  # 0 for a split that saw nothing
     total = jnp.sum(weight, axis=0)
-    weight = weight / jnp.where(total > 0, total, 1.0)
-    combined = jnp.einsum("sbnt,sbtnh->btnh", weight, out.astype(jnp.float32))
-    return (combined.astype(out.dtype),
-            jnp.where(total > 0, top + jnp.log(jnp.where(total > 0, total, 1.0)), -jnp.inf))
+    seen = total > 0
+    total = jnp.where(seen, total, 1.0)
+    combined = jnp.einsum("sbnt,sbtnh->btnh", weight / total, out.astype(jnp.float32))
+    return combined.astype(out.dtype), jnp.where(seen, top + jnp.log(total), -jnp.inf)
 
 
 def lse_slots(items, t: int, rows: int):
