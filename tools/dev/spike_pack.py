@@ -61,38 +61,35 @@ def main(argv=None):
                               skip_pad_tokens=True)
         pairs = b * sum(s - t + i + 1 for i in range(t))
         flops = 4 * pairs * n * h
-        fns, outs, names = {}, {}, {}
+        fns, outs = {}, {}  # by the name printed
         chosen = mosaic_fwd.choose_config(mask, h, group, False, t, batch=b, heads=n, keys=s)
-        configs = {pack: mosaic_fwd.MosaicConfig(block_kv=chosen.block_kv, pack=pack)
+        configs = {f"pack {pack}": mosaic_fwd.MosaicConfig(block_kv=chosen.block_kv, pack=pack)
                    for pack in sorted({1, mosaic_fwd.pack_heads(group)})}
         if chosen.splits > 1:
-            configs[0] = chosen
-        for key, config in configs.items():
-            fns[key] = jax.jit(lambda q, k, v, config=config: mosaic_fwd.forward(
+            configs[f"default (pack {chosen.pack}, {chosen.splits} splits)"] = chosen
+        for name, config in configs.items():
+            fns[name] = jax.jit(lambda q, k, v, config=config: mosaic_fwd.forward(
                 q, k, v, h ** -0.5, q_pos, q_seg, kv_pos, kv_seg, mask,
                 variant=MaskVariant(), pad_id=PADDING_SEGMENT_ID, config=config))
-            outs[key] = np.asarray(jax.block_until_ready(fns[key](q, k, v))[0], np.float32)
-            names[key] = (f"pack {config.pack}" if key else
-                          f"default (pack {config.pack}, {config.splits} splits)")
-        diff = max(float(np.max(np.abs(o - outs[1]))) for o in outs.values())
+            outs[name] = np.asarray(jax.block_until_ready(fns[name](q, k, v))[0], np.float32)
+        diff = max(float(np.max(np.abs(o - outs["pack 1"]))) for o in outs.values())
         if args.fa3:
             from flash_attn3_jax import flash_mha_with_kvcache
 
             for splits in map(int, args.fa3_splits.split(",")):
-                fns[-splits] = jax.jit(lambda q, k, v, splits=splits: flash_mha_with_kvcache(
+                name = f"FA3 splits {splits}"
+                fns[name] = jax.jit(lambda q, k, v, splits=splits: flash_mha_with_kvcache(
                     q, k, v, softmax_scale=h ** -0.5, is_causal=True, num_splits=splits))
-                names[-splits] = f"FA3 splits {splits}"
-                out = np.asarray(jax.block_until_ready(fns[-splits](q, k, v)), np.float32)
-                print(f"T{t} FA3 splits {splits}: largest difference from ours "
-                      f"{float(np.max(np.abs(out - outs[1]))):.1e}", flush=True)
+                out = np.asarray(jax.block_until_ready(fns[name](q, k, v)), np.float32)
+                print(f"T{t} {name}: largest difference from ours "
+                      f"{float(np.max(np.abs(out - outs['pack 1']))):.1e}", flush=True)
         for r in range(args.rounds):
             cells = []
-            for pack, fn in (fns.items() if r % 2 == 0 else list(fns.items())[::-1]):
+            for name, fn in (fns.items() if r % 2 == 0 else list(fns.items())[::-1]):
                 ms = median_ms(lambda fn=fn: fn(q, k, v), args.repeats)
-                cells.append(f"{names[pack]}: {ms * 1e3:8.1f} us {flops / ms / 1e9:6.1f} TF/s")
+                cells.append(f"{name}: {ms * 1e3:8.1f} us {flops / ms / 1e9:6.1f} TF/s")
             print(f"B{b} T{t:<4} S{s} N{n} K{num_kv} H{h} round {r + 1}: "
                   + "  ".join(sorted(cells)) + f"  max diff {diff:.1e}", flush=True)
-
 
 if __name__ == "__main__":
     main()
