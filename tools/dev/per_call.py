@@ -1,0 +1,146 @@
+"""Per-call times of our Hopper forward and FlashAttention-3's on benchmark rows, with the GPU's SM
+clock and power logged beside them: how much each kernel's calls spread, and whether the spread
+follows the clock (the spike's medians of 10 calls read ratios that moved by 5-10% between
+rounds and machines).
+
+Two passes per row: single calls alternating between the two kernels (every other pair in
+reverse), then bursts of 10 calls of one kernel in turn. nvidia-smi samples every 20 ms; each
+single call is matched with the samples taken while it ran. Writes every call to
+OUT/calls-ROW.txt (pass, turn, kernel, call in burst, start time, ms) and the samples to
+OUT/smi.csv, and prints the summaries.
+
+    python tools/dev/per_call.py --out DIR [--rows 0,1] [--turns 40] [--bursts 10]
+
+Rows are spike_mosaic.py's (0: 8 documents, 1: log-normal, 2: short, 3: 16 documents at 128k,
+4: one causal document, 5: one bidirectional 16k document). Needs a Hopper GPU and
+flash-attn3-jax.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from datetime import datetime
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import spike_mosaic  # noqa: E402
+from peers import peer  # noqa: E402
+
+SMI_FIELDS = "timestamp,clocks.sm,power.draw,clocks_throttle_reasons.active"
+
+
+def kernels(row: int, params):
+    """(inputs, {"ours": our default forward, "fa3": FA3's varlen forward}), jitted."""
+    import jax
+
+    w = spike_mosaic.ROWS[row]
+    (q, k, v, pos, seg), fns = spike_mosaic.kernels(w, ["64x128x2"], params)
+    fa3 = peer("fa3").jax_attention(w, False)
+    extra = fa3.extra(pos, seg)
+    return w, (q, k, v), {"ours": fns["64x128x2"],
+                          "fa3": jax.jit(lambda q, k, v: fa3.attn(q, k, v, extra))}
+
+
+def timed_calls(fns, args, turns: int, bursts: int):
+    """[(pass, turn, kernel, call in burst, start time, ms)] for both passes."""
+    import jax
+
+    calls = []
+    for name in fns:  # compiled and warm before any timing
+        for _ in range(5):
+            jax.block_until_ready(fns[name](*args))
+    for mode, rounds, reps in (("alternate", turns, 1), ("bursts", bursts, 10)):
+        for i in range(rounds):
+            for name in (list(fns) if i % 2 == 0 else list(fns)[::-1]):
+                for j in range(reps):
+                    start = time.time()
+                    jax.block_until_ready(fns[name](*args))
+                    calls.append((mode, i, name, j, start, (time.time() - start) * 1e3))
+    return calls
+
+
+def smi_samples(path: str):
+    """[(time, SM MHz, W)] from nvidia-smi's csv."""
+    samples = []
+    for line in open(path):
+        parts = [x.strip() for x in line.split(",")]
+        try:
+            when = datetime.strptime(parts[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
+            samples.append((when, float(parts[1].split()[0]), float(parts[2].split()[0])))
+        except (ValueError, IndexError):
+            continue
+    return samples
+
+
+def summarise(label: str, calls, samples) -> None:
+    for mode in ("alternate", "bursts"):
+        for name in ("ours", "fa3"):
+            ms = [c[5] for c in calls if c[0] == mode and c[2] == name]
+            print(f"{label} {mode:<9} {name:<4} calls {len(ms):3d}  min {min(ms):6.2f}  p10 "
+                  f"{np.percentile(ms, 10):6.2f}  median {statistics.median(ms):6.2f}  p90 "
+                  f"{np.percentile(ms, 90):6.2f}  max {max(ms):6.2f} ms", flush=True)
+    for name in ("ours", "fa3"):
+        bursts = {}
+        for c in calls:
+            if c[0] == "bursts" and c[2] == name:
+                bursts.setdefault(c[1], []).append(c[5])
+        print(f"{label} {name:<4} bursts' medians: "
+              + " ".join(f"{statistics.median(b):.2f}" for b in bursts.values()), flush=True)
+        matched = []
+        for c in calls:
+            if c[0] == "alternate" and c[2] == name:
+                start, end = c[4] - 0.01, c[4] + c[5] / 1e3 + 0.01
+                during = [s for s in samples if start <= s[0] <= end]
+                if during:
+                    matched.append((c[5], np.mean([s[1] for s in during]),
+                                    np.mean([s[2] for s in during])))
+        if len(matched) > 3:
+            a = np.array(matched)
+            corr = ("the clock did not move" if np.std(a[:, 1]) == 0 else
+                    f"corr(ms, MHz) {np.corrcoef(a[:, 0], a[:, 1])[0, 1]:.2f}")
+            print(f"{label} {name:<4} single calls with clock samples {len(a)}: {corr}, median "
+                  f"{np.median(a[:, 1]):.0f} MHz {np.median(a[:, 2]):.0f} W", flush=True)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--out", required=True)
+    p.add_argument("--rows", default="0,1")
+    p.add_argument("--turns", type=int, default=40)
+    p.add_argument("--bursts", type=int, default=10)
+    args = p.parse_args(argv)
+    import jax
+
+    from kvax.utils import default_params
+
+    os.makedirs(args.out, exist_ok=True)
+    params = default_params(jax.devices()[0].device_kind, backward=False)
+    print("device", jax.devices()[0].device_kind, "jax", jax.__version__, flush=True)
+    smi_path = os.path.join(args.out, "smi.csv")
+    with open(smi_path, "w") as smi_file:
+        smi = subprocess.Popen(["nvidia-smi", f"--query-gpu={SMI_FIELDS}", "--format=csv,noheader",
+                                "-lms", "20"], stdout=smi_file)
+        try:
+            runs = []
+            for row in (int(r) for r in args.rows.split(",")):
+                w, inputs, fns = kernels(row, params)
+                calls = timed_calls(fns, inputs, args.turns, args.bursts)
+                with open(os.path.join(args.out, f"calls-{w.name}.txt"), "w") as f:
+                    f.writelines("%s %d %s %d %.4f %.3f\n" % c for c in calls)
+                runs.append((w.name, calls))
+        finally:
+            smi.terminate()
+    samples = smi_samples(smi_path)
+    for name, calls in runs:
+        summarise(name, calls, samples)
+
+
+if __name__ == "__main__":
+    main()
