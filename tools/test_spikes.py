@@ -113,3 +113,32 @@ def test_profile_timeline_reads_only_each_blocks_own_stamps(capsys):
     assert q_wait.split()[-2] == "50" and prologue.split()[-2] == "50"  # the 200 split in two
     shares = [float(line.split("%")[0].split()[-1]) for line in out[1:] if "%" in line]
     assert abs(sum(shares) - 100) < 0.5
+
+
+def test_per_call_matches_calls_with_the_clock_samples_taken_while_they_ran(tmp_path, capsys):
+    """per_call.py's summary from made-up calls and nvidia-smi samples: each pass's statistics,
+    the bursts' medians, and single calls matched with the samples inside them (slower calls at
+    the lower clock: a negative correlation)."""
+    import per_call
+
+    smi = tmp_path / "smi.csv"
+    smi.write_text("2026/11/25 06:00:00.000, 1980 MHz, 150.00 W, 0x0\n"
+                   "2026/11/25 06:00:01.000, 1500 MHz, 690.00 W, 0x4\n"
+                   "not a sample\n")
+    samples = per_call.smi_samples(str(smi))
+    assert [s[1:] for s in samples] == [(1980.0, 150.0), (1500.0, 690.0)]
+    t0 = samples[0][0]
+    calls = []
+    for i in range(4):  # ours: fast at the high clock, slow at the low one; FA3 never sampled
+        start = t0 if i % 2 == 0 else t0 + 1.0
+        calls.append(("alternate", i, "ours", 0, start, 2.0 if i % 2 == 0 else 3.0))
+        calls.append(("alternate", i, "fa3", 0, t0 + 5.0, 1.0))
+    calls += [("bursts", 0, name, j, t0 + 9, ms) for name, ms in (("ours", 4.0), ("fa3", 5.0))
+              for j in range(3)]
+    per_call.summarise("row", calls, samples)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split()[:4] == ["row", "alternate", "ours", "calls"]
+    assert "median   2.50" in out[0] and "median   1.00" in out[1]
+    assert "bursts' medians: 4.00" in out[4] and "bursts' medians: 5.00" in out[6]
+    assert "ours single calls with clock samples 4: corr(ms, MHz) -1.00" in out[5]
+    assert len(out) == 7  # no clock line for FA3: none of its calls met a sample
