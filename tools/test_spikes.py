@@ -131,14 +131,14 @@ def test_per_call_matches_calls_with_the_clock_samples_taken_while_they_ran(tmp_
     calls = []
     for i in range(4):  # ours: fast at the high clock, slow at the low one; FA3 never sampled
         start = t0 if i % 2 == 0 else t0 + 1.0
-        calls.append(("alternate", i, "ours", 0, start, 2.0 if i % 2 == 0 else 3.0))
+        calls.append(("alternate", i, "64x128x2", 0, start, 2.0 if i % 2 == 0 else 3.0))
         calls.append(("alternate", i, "fa3", 0, t0 + 5.0, 1.0))
-    calls += [("bursts", 0, name, j, t0 + 9, ms) for name, ms in (("ours", 4.0), ("fa3", 5.0))
+    calls += [("bursts", 0, name, j, t0 + 9, ms) for name, ms in (("64x128x2", 4.0), ("fa3", 5.0))
               for j in range(3)]
     per_call.summarise("row", calls, samples)
     out = capsys.readouterr().out.splitlines()
-    assert out[0].split()[:4] == ["row", "alternate", "ours", "calls"]
+    assert out[0].split()[:4] == ["row", "alternate", "64x128x2", "calls"]
     assert "median   2.50" in out[0] and "median   1.00" in out[1]
     assert "bursts' medians: 4.00" in out[4] and "bursts' medians: 5.00" in out[6]
-    assert "ours single calls with clock samples 4: corr(ms, MHz) -1.00" in out[5]
+    assert "64x128x2 single calls with clock samples 4: corr(ms, MHz) -1.00" in out[5]
     assert len(out) == 7  # no clock line for FA3: none of its calls met a sample

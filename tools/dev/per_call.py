@@ -1,15 +1,16 @@
-"""Per-call times of our Hopper forward and FlashAttention-3's on benchmark rows, with the GPU's SM
-clock and power logged beside them: how much each kernel's calls spread, and whether the spread
-follows the clock (the spike's medians of 10 calls read ratios that moved by 5-10% between
-rounds and machines).
+"""Per-call times of our Hopper forward (one or more MosaicConfigs, spike_mosaic.py's names) and
+FlashAttention-3's on benchmark rows, with the GPU's SM clock and power logged beside them: how
+much each kernel's calls spread, and whether the spread follows the clock (the spike's medians
+of 10 calls read ratios that moved by 5-10% between rounds and machines).
 
-Two passes per row: single calls alternating between the two kernels (every other pair in
-reverse), then bursts of 10 calls of one kernel in turn. nvidia-smi samples every 20 ms; each
+Two passes per row: single calls of each kernel in turn (every other turn in reverse), then
+bursts of 10 calls of one kernel in turn. nvidia-smi samples every 20 ms; each
 single call is matched with the samples taken while it ran. Writes every call to
 OUT/calls-ROW.txt (pass, turn, kernel, call in burst, start time, ms) and the samples to
 OUT/smi.csv, and prints the summaries.
 
-    python tools/dev/per_call.py --out DIR [--rows 0,1] [--turns 40] [--bursts 10]
+    python tools/dev/per_call.py --out DIR [--rows 0,1] [--configs 64x128x2] [--turns 40] \
+        [--bursts 10]
 
 Rows are spike_mosaic.py's (0: 8 documents, 1: log-normal, 2: short, 3: 16 documents at 128k,
 4: one causal document, 5: one bidirectional 16k document). Needs a Hopper GPU and
@@ -36,16 +37,16 @@ from peers import peer  # noqa: E402
 SMI_FIELDS = "timestamp,clocks.sm,power.draw,clocks_throttle_reasons.active"
 
 
-def kernels(row: int, params):
-    """(inputs, {"ours": our default forward, "fa3": FA3's varlen forward}), jitted."""
+def kernels(row: int, params, configs):
+    """(workload, inputs, {config: our forward with it, "fa3": FA3's varlen forward}), jitted."""
     import jax
 
     w = spike_mosaic.ROWS[row]
-    (q, k, v, pos, seg), fns = spike_mosaic.kernels(w, ["64x128x2"], params)
+    (q, k, v, pos, seg), fns = spike_mosaic.kernels(w, configs, params)
     fa3 = peer("fa3").jax_attention(w, False)
     extra = fa3.extra(pos, seg)
-    return w, (q, k, v), {"ours": fns["64x128x2"],
-                          "fa3": jax.jit(lambda q, k, v: fa3.attn(q, k, v, extra))}
+    ours = {text: fns[text] for text in configs}
+    return w, (q, k, v), {**ours, "fa3": jax.jit(lambda q, k, v: fa3.attn(q, k, v, extra))}
 
 
 def timed_calls(fns, args, turns: int, bursts: int):
@@ -80,13 +81,14 @@ def smi_samples(path: str):
 
 
 def summarise(label: str, calls, samples) -> None:
+    names = list(dict.fromkeys(c[2] for c in calls))  # the kernels in their first turn's order
     for mode in ("alternate", "bursts"):
-        for name in ("ours", "fa3"):
+        for name in names:
             ms = [c[5] for c in calls if c[0] == mode and c[2] == name]
             print(f"{label} {mode:<9} {name:<4} calls {len(ms):3d}  min {min(ms):6.2f}  p10 "
                   f"{np.percentile(ms, 10):6.2f}  median {statistics.median(ms):6.2f}  p90 "
                   f"{np.percentile(ms, 90):6.2f}  max {max(ms):6.2f} ms", flush=True)
-    for name in ("ours", "fa3"):
+    for name in names:
         bursts = {}
         for c in calls:
             if c[0] == "bursts" and c[2] == name:
@@ -113,6 +115,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--out", required=True)
     p.add_argument("--rows", default="0,1")
+    p.add_argument("--configs", default="64x128x2", help="our kernels, spike_mosaic.py's names")
     p.add_argument("--turns", type=int, default=40)
     p.add_argument("--bursts", type=int, default=10)
     args = p.parse_args(argv)
@@ -130,7 +133,7 @@ def main(argv=None):
         try:
             runs = []
             for row in (int(r) for r in args.rows.split(",")):
-                w, inputs, fns = kernels(row, params)
+                w, inputs, fns = kernels(row, params, args.configs.split(","))
                 calls = timed_calls(fns, inputs, args.turns, args.bursts)
                 with open(os.path.join(args.out, f"calls-{w.name}.txt"), "w") as f:
                     f.writelines("%s %d %s %d %.4f %.3f\n" % c for c in calls)

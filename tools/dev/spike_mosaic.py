@@ -59,7 +59,7 @@ def config_cap(text: str, cap):
 
 
 # a config's trailing letters: MosaicConfig fields set to True (trial patches add theirs here)
-FLAGS = {"t": "layout_by_tma", "o": "overlap"}
+FLAGS = {"t": "layout_by_tma", "o": "overlap", "p": "persistent"}
 
 
 def parse_config(text: str, group: int = 1):

@@ -63,6 +63,11 @@ LOWERINGS = [
     (256, "bfloat16", MaskVariant(True, (100, 0)), None, dict(sinks=True)),
     (128, "bfloat16", MaskVariant(False, (9, 4)), None, dict(cap=30.0, sinks=True, t=1, s=300)),
     (128, "bfloat16", MaskVariant(), mosaic_fwd.MosaicConfig(overlap=True), {}),
+    # persistent (the default where it applies) with the tiles' layout by TMA, and without a cap
+    (128, "bfloat16", MaskVariant(), mosaic_fwd.MosaicConfig(persistent=True,
+                                                             layout_by_tma=True), {}),
+    (64, "float16", MaskVariant(False, (9, 4)), mosaic_fwd.MosaicConfig(persistent=True),
+     dict(cap=30.0, sinks=True)),
     (64, "float16", MaskVariant(False, (9, 4)),
      mosaic_fwd.MosaicConfig(overlap=True, layout_by_tma=True), dict(cap=30.0, sinks=True)),
     # two query heads per program: chosen for 40 queries, asked for on a document's chunks
@@ -120,6 +125,43 @@ def test_tiles_follow_the_head_dim_and_the_mask():
     assert splits(1, 32, 1, 65536, sinks=True) == 1
     assert splits(1, 8, 1, 768) == 1  # 6 key tiles: too few to share
     assert splits(1, 8, 2048, 2048) == 1  # as many queries as keys (training): never
+
+
+def test_persistent_where_one_head_per_program_and_no_splits():
+    """choose_config makes the forward persistent unless it packs heads or splits keys, or the
+    head dim needs two Q tiles per consumer beyond shared memory."""
+    mask = build_masks(*(jnp.zeros((1, 4096), jnp.int32),) * 4, fwd_params=FWD, bwd_params=None,
+                       skip_pad_tokens=True)[0]
+
+    def chosen(h, t, s=4096, group=4):
+        return mosaic_fwd.choose_config(mask, h, group, False, t, batch=1, heads=32, keys=s)
+
+    assert chosen(128, 4096).persistent and chosen(64, 4096).persistent
+    assert not chosen(256, 4096).persistent
+    assert chosen(128, 16).pack > 1 and not chosen(128, 16).persistent
+    assert chosen(128, 128, 65536).splits > 1 and not chosen(128, 128, 65536).persistent
+    assert not mosaic_fwd.MosaicConfig().persistent  # asked for explicitly otherwise
+
+
+def test_persistent_work_lists_the_live_programs_in_the_grids_order():
+    """The persistent forward's work: the count of programs that store rows, then each one's code
+    once, in the plain grid's order (a row block's heads, row blocks from the last, batch row
+    after batch row), the programs that store nothing after them."""
+    rng = np.random.default_rng(5)
+    b, p, heads = 2, 7, 3
+    own_start = rng.integers(0, 50, (b, p))
+    own_end = own_start + rng.integers(0, 2, (b, p)) * rng.integers(1, 50, (b, p))
+    items = np.zeros((b, p, 7), np.int32)
+    items[..., 1], items[..., 2] = own_start, own_end
+    work = np.asarray(mosaic_fwd.persistent_work(jnp.asarray(items), heads))
+    want = [(batch, head, item) for batch in range(b) for item in range(p - 1, -1, -1)
+            for head in range(heads) if own_end[batch, item] > own_start[batch, item]]
+    got = [tuple(int(x) for x in mosaic_fwd.work_program(jnp.int32(code), heads, p))
+           for code in work[1:]]
+    assert work[0] == len(want) and 0 < len(want) < b * p * heads
+    assert got[:len(want)] == want
+    assert sorted(got) == sorted((x, y, z) for x in range(b) for y in range(heads)
+                                 for z in range(p))
 
 
 def test_split_count_fills_one_wave_with_runs_of_a_few_tiles():
@@ -199,7 +241,9 @@ def test_packed_heads_refuse_what_they_cannot_hold():
             (mosaic_fwd.MosaicConfig(pack=4), None, "pack=4"),
             (mosaic_fwd.MosaicConfig(pack=2), jnp.zeros((4,), jnp.float32), "pack=2"),
             (mosaic_fwd.MosaicConfig(splits=2), jnp.zeros((4,), jnp.float32), "splits=2"),
-            (mosaic_fwd.MosaicConfig(splits=0), None, "splits=0")]:
+            (mosaic_fwd.MosaicConfig(splits=0), None, "splits=0"),
+            (mosaic_fwd.MosaicConfig(pack=2, persistent=True), None, "persistent"),
+            (mosaic_fwd.MosaicConfig(overlap=True, persistent=True), None, "overlap=True")]:
         with pytest.raises(NotImplementedError, match=what):
             mosaic_fwd.forward(q, k, k, 0.1, q_pos, q_seg, kv_pos, kv_seg, mask,
                                variant=MaskVariant(), pad_id=PADDING_SEGMENT_ID, config=config,
@@ -710,8 +754,8 @@ def test_large_caps_with_saturated_logits_match_reference(cap, sign):
 def test_overlapped_forward_matches_reference(monkeypatch, case, variant):
     """The forward with each tile's softmax under the previous tile's PV (MosaicConfig.overlap,
     not the default yet), through the whole API."""
-    with _edited_configs(monkeypatch,
-                         lambda config, group: dataclasses.replace(config, overlap=True)) as chosen:
+    with _edited_configs(monkeypatch, lambda config, group: dataclasses.replace(
+            config, overlap=True, persistent=False)) as chosen:
         _assert_matches(case, variant)
     assert chosen, "the Mosaic forward did not run: the overlapped kernel went untested"
 
@@ -897,7 +941,8 @@ def test_packed_heads_forward_matches_reference(monkeypatch, case, variant, over
     (MosaicConfig.pack, by default only for fewer queries than a program's rows), through the
     whole API, the Mosaic backward after it."""
     def packed(config, group):
-        return dataclasses.replace(config, overlap=overlap, pack=mosaic_fwd.pack_heads(group))
+        return dataclasses.replace(config, overlap=overlap, pack=mosaic_fwd.pack_heads(group),
+                                   persistent=False)
 
     with _edited_configs(monkeypatch, packed) as chosen:
         seed = int(np.random.SeedSequence().entropy % 2**31)
@@ -933,7 +978,8 @@ def test_split_keys_forward_matches_reference(monkeypatch, case, variant, splits
     empty on the shorter rows), through the whole API with the Mosaic backward after it; the
     residual's logsumexp is the splits' combined one."""
     def split(config, group):
-        return dataclasses.replace(config, overlap=overlap, splits=splits or config.splits)
+        return dataclasses.replace(config, overlap=overlap, splits=splits or config.splits,
+                                   persistent=False)
 
     with _edited_configs(monkeypatch, split) as chosen:
         _assert_matches(case, variant)
@@ -946,6 +992,6 @@ def test_split_keys_bitwise_and_padding_exact(monkeypatch):
     """Split keys: bitwise reruns, and NaN/Inf in the padding give exactly 0 there."""
     case = dict(SPLIT_CASES[1], layout=dict(segment_ids="shuffled", num_docs=(2, 4)))
     with _edited_configs(monkeypatch, lambda config, group: dataclasses.replace(
-            config, splits=5)) as chosen:
+            config, splits=5, persistent=False)) as chosen:
         _assert_bitwise_and_padding_exact(_batch(case, 13))
     assert chosen
