@@ -22,7 +22,10 @@ and 40); the phases do not. Keep --space as small as the ranges allow (8 fits ev
 The kernel is also timed without the profiler. That time and the profiled span come from
 different runs, and the span is converted from cycles at the rate the stamps give (at --space 8
 on the log-normal row: 2.80 ms profiled, 2.99 ms without), so compare phases as shares of
-cycles, not with the plain time. Rows and configurations are spike_mosaic.py's.
+cycles, not with the plain time. Rows and configurations are spike_mosaic.py's. Its names
+without "p" are the grid forward, one program per block, which the summary assumes; the
+persistent forward (the default, "p") runs many programs per block, and the summary does not
+separate them.
 """
 
 from __future__ import annotations
