@@ -32,21 +32,16 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import spike_mosaic  # noqa: E402
-from peers import peer  # noqa: E402
 
 SMI_FIELDS = "timestamp,clocks.sm,power.draw,clocks_throttle_reasons.active"
 
 
 def kernels(row: int, params, configs):
     """(workload, inputs, {config: our forward with it, "fa3": FA3's varlen forward}), jitted."""
-    import jax
-
     w = spike_mosaic.ROWS[row]
     (q, k, v, pos, seg), fns = spike_mosaic.kernels(w, configs, params)
-    fa3 = peer("fa3").jax_attention(w, False)
-    extra = fa3.extra(pos, seg)
     ours = {text: fns[text] for text in configs}
-    return w, (q, k, v), {**ours, "fa3": jax.jit(lambda q, k, v: fa3.attn(q, k, v, extra))}
+    return w, (q, k, v), {**ours, "fa3": spike_mosaic.fa3_forward(w, pos, seg)}
 
 
 def timed_calls(fns, args, turns: int, bursts: int):

@@ -158,6 +158,18 @@ def check_capped(configs, params, cap) -> bool:
     return ok
 
 
+def fa3_forward(w: Workload, pos, seg):
+    """FlashAttention-3's varlen forward on w's layout, as the benchmark runs it: jitted
+    (q, k, v) -> output."""
+    import jax
+
+    from peers import peer
+
+    fa3 = peer("fa3").jax_attention(w, False)
+    extra = fa3.extra(pos, seg)
+    return jax.jit(lambda q, k, v: fa3.attn(q, k, v, extra))
+
+
 def measure(w: Workload, configs, params, repeats: int, rounds: int = 1, cap=None,
             fa3: bool = False) -> None:
     import jax
@@ -165,12 +177,9 @@ def measure(w: Workload, configs, params, repeats: int, rounds: int = 1, cap=Non
     from kvax._src.config import PADDING_SEGMENT_ID
 
     (q, k, v, pos, seg), fns = kernels(w, configs, params, cap)
-    if fa3:  # FlashAttention-3 beside them, as the benchmark runs it (no logsumexp to compare)
-        from peers import peer
-
-        fa3_peer = peer("fa3").jax_attention(w, False)
-        extra = fa3_peer.extra(pos, seg)
-        fns["fa3"] = jax.jit(lambda q, k, v: (fa3_peer.attn(q, k, v, extra), None))
+    if fa3:  # FlashAttention-3 beside them (no logsumexp to compare)
+        fa3_fn = fa3_forward(w, pos, seg)
+        fns["fa3"] = jax.jit(lambda q, k, v: (fa3_fn(q, k, v), None))
     flops = w.flops(backward=False)
     # FA3 is compared on the real rows only (its padding rows attend to each other); our kernels
     # on every row, padding included
