@@ -229,9 +229,9 @@ def test_combine_splits_is_attention_over_all_keys():
 
 
 def test_packed_heads_refuse_what_they_cannot_hold():
-    """Packing more heads than a kv group has, or any with sinks (read per head), and key
-    splits with sinks (each split would add the sink) or fewer than one, are refused before
-    anything is built."""
+    """Packing more heads than a kv group has, or any with sinks (read per head), key splits
+    with sinks (each split would add the sink) or fewer than one, and a persistent forward with
+    packed heads or the overlapped order are refused before anything is built."""
     q = jnp.zeros((1, 40, 4, 128), jnp.bfloat16)
     k = jnp.zeros((1, 300, 2, 128), jnp.bfloat16)
     q_pos, q_seg, kv_pos, kv_seg = _one_document(40, 300)

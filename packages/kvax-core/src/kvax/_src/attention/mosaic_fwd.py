@@ -80,6 +80,9 @@ from kvax._src.attention.variant import MaskVariant
 # rows of a tiled shared-memory tile: token lengths the tiled TMA copies take without a padded
 # copy, and the rows they start on, are multiples of this
 TMA_ROWS = runs.ALIGN
+# the persistent forward's largest head dim: two Q tiles per consumer fit beside two 128-key
+# stages in shared memory up to this
+PERSISTENT_HEAD_DIM = 128
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,7 +139,7 @@ def choose_config(mask: AttentionMask, head_dim: int, group: int = 1, sinks: boo
         programs = batch * (heads // config.pack) * -(-queries // config.tokens)
         config = dataclasses.replace(
             config, splits=split_count(programs, -(-keys // block_kv), device_sms()))
-    if config.pack == 1 and config.splits == 1 and head_dim <= 128:
+    if config.pack == 1 and config.splits == 1 and head_dim <= PERSISTENT_HEAD_DIM:
         config = dataclasses.replace(config, persistent=True)
     return config
 
@@ -411,10 +414,12 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
             f"MosaicConfig(pack={pack}) needs a whole number of packs per kv group ({group} "
             f"query heads per kv head), whole 8-row groups of tokens per consumer "
             f"(block_q={block_q}) and no sinks")
-    if config.persistent and (pack > 1 or splits > 1 or config.overlap or h > 128):
+    if config.persistent and (pack > 1 or splits > 1 or config.overlap
+                              or h > PERSISTENT_HEAD_DIM):
         raise NotImplementedError(
             f"the persistent Mosaic forward takes one query head per program, no key splits, "
-            f"not the overlapped order, and head dims up to 128 (two Q tiles per consumer), "
+            f"not the overlapped order, and head dims up to {PERSISTENT_HEAD_DIM} (two Q tiles "
+            f"per consumer), "
             f"got pack={pack}, splits={splits}, overlap={config.overlap}, head dim {h}")
     if splits < 1 or (splits > 1 and sinks is not None):
         raise NotImplementedError(f"MosaicConfig(splits={splits}) needs splits >= 1, and no "
