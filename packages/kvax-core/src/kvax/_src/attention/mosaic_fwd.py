@@ -484,6 +484,12 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
             plgpu.barrier_arrive(schedule)
             plgpu.barrier_wait(schedule)
 
+        def load_q(batch, start, head0, dst, arrived):
+            """A consumer's Q: tq rows from token `start` of each of the program's heads."""
+            for j in range(pack):
+                plgpu.copy_gmem_to_smem(q_ref.at[batch, pl.ds(start, tq), head0 + j],
+                                        dst.at[pl.ds(j * tq, tq)], arrived)
+
         def one_program(batch, head0, item, consumer: bool, live=True, base=None, parity=None,
                         first_round=None, next_program=None):
             """A consumer's (consumer) or the producer's part of one program: query heads
@@ -517,17 +523,12 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                         q_start = first + wg * tq
                         if parity is None:
                             qo_smem, q_here = qo_smem2.at[wg], q_ready.at[wg]
-                            for j in range(pack):  # the consumer's rows: tq tokens of each head
-                                plgpu.copy_gmem_to_smem(
-                                    q_ref.at[batch, pl.ds(q_start, tq), head0 + j],
-                                    qo_smem.at[pl.ds(j * tq, tq)], q_here)
+                            load_q(batch, q_start, head0, qo_smem, q_here)
                         else:  # Q in the round's buffer; the next program's into the other
                             qo_smem, q_here = qo_smem2.at[parity, wg], q_ready.at[2 * parity + wg]
 
-                            @pl.when(first_round)
-                            def _():
-                                plgpu.copy_gmem_to_smem(
-                                    q_ref.at[batch, pl.ds(q_start, tq), head0], qo_smem, q_here)
+                            pl.when(first_round)(
+                                lambda: load_q(batch, q_start, head0, qo_smem, q_here))
 
                             # the last program's stores have read the other buffer and lse's
                             plgpu.wait_smem_to_gmem(0, wait_read_only=True)
@@ -536,10 +537,8 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                             @pl.when(n_live)
                             def _():
                                 n_start = items_ref[n_batch, n_item, 0] * TMA_ROWS + wg * tq
-                                plgpu.copy_gmem_to_smem(
-                                    q_ref.at[n_batch, pl.ds(n_start, tq), n_head0],
-                                    qo_smem2.at[1 - parity, wg],
-                                    q_ready.at[2 * (1 - parity) + wg])
+                                load_q(n_batch, n_start, n_head0, qo_smem2.at[1 - parity, wg],
+                                       q_ready.at[2 * (1 - parity) + wg])
                         q_pos_r, q_seg_r = load_layout(
                             qlay_ref, batch, q_start if pack == 1 else item * rows + wg * block_q,
                             block_q, row_layout)
