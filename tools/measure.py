@@ -28,12 +28,15 @@ def median_ms(fn, repeats, wait=None):
 def in_turns(runs: dict, rounds: int, repeats: int, label=None) -> dict:
     """Times every function of runs ({key: {kind: fn}}) `rounds` times, all of them in turn in
     each round, so that the GPU's clock drift falls on all alike: {key: {kind: [ms per round]}}.
-    With label (key -> str) each round's times are printed as it ends."""
+    Every other round runs them in reverse order: in a fixed order the first forward of a round
+    always follows the last one's backward, and two rows of the same kernel read 3-4% apart
+    (docs/bench/h100-2026-11-25-bench-rerun). With label (key -> str) each round's times are
+    printed as it ends."""
     times = {key: {kind: [] for kind in fns} for key, fns in runs.items()}
+    turns = [(key, kind, fn) for key, fns in runs.items() for kind, fn in fns.items()]
     for r in range(rounds):
-        for key, fns in runs.items():
-            for kind, fn in fns.items():
-                times[key][kind].append(median_ms(fn, repeats))
+        for key, kind, fn in turns if r % 2 == 0 else turns[::-1]:
+            times[key][kind].append(median_ms(fn, repeats))
         if label is not None:
             print(f"round {r + 1}: " + "  ".join(
                 f"{label(key)} {' / '.join(f'{t[-1]:.2f}' for t in times[key].values())}"

@@ -349,3 +349,19 @@ cuDNN (jax.nn)              57.60     610.9   223.97     549.8-     4.52     1.4
     assert (tmp_path / "workloads.png").exists() is False
     plot_results.plot_by_workload(found, str(tmp_path))
     assert (tmp_path / "workloads.png").stat().st_size > 0
+
+
+def test_in_turns_reverses_every_other_round():
+    """Each function is timed once a round, every other round in reverse order, so that no
+    implementation always follows the same one."""
+    from measure import in_turns
+
+    calls = []
+    runs = {key: {kind: (lambda key=key, kind=kind: calls.append((key, kind)))
+                  for kind in ("fwd", "fwdbwd")} for key in ("a", "b")}
+    times = in_turns(runs, 3, 1)
+    turn = [("a", "fwd"), ("a", "fwdbwd"), ("b", "fwd"), ("b", "fwdbwd")]
+    # median_ms calls each function once to warm up, then once timed
+    assert calls == [x for x in turn for _ in range(2)] + [
+        x for x in turn[::-1] for _ in range(2)] + [x for x in turn for _ in range(2)]
+    assert all(len(t) == 3 for kinds in times.values() for t in kinds.values())

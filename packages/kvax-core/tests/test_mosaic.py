@@ -144,24 +144,26 @@ def test_persistent_where_one_head_per_program_and_no_splits():
 
 
 def test_persistent_work_lists_the_live_programs_in_the_grids_order():
-    """The persistent forward's work: the count of programs that store rows, then each one's code
-    once, in the plain grid's order (a row block's heads, row blocks from the last, batch row
-    after batch row), the programs that store nothing after them."""
+    """The persistent forward's work: the count of row blocks that store rows, then each block's
+    code once, in the plain grid's order (row blocks from the last, batch row after batch row),
+    the blocks that store nothing after them; program w, its block's head w % heads, so the
+    programs run in the grid's order (a row block's heads, then the next block)."""
     rng = np.random.default_rng(5)
     b, p, heads = 2, 7, 3
     own_start = rng.integers(0, 50, (b, p))
     own_end = own_start + rng.integers(0, 2, (b, p)) * rng.integers(1, 50, (b, p))
     items = np.zeros((b, p, 7), np.int32)
     items[..., 1], items[..., 2] = own_start, own_end
-    work = np.asarray(mosaic_fwd.persistent_work(jnp.asarray(items), heads))
+    work = np.asarray(mosaic_fwd.persistent_work(jnp.asarray(items)))
     want = [(batch, head, item) for batch in range(b) for item in range(p - 1, -1, -1)
             for head in range(heads) if own_end[batch, item] > own_start[batch, item]]
-    got = [tuple(int(x) for x in mosaic_fwd.work_program(jnp.int32(code), heads, p))
-           for code in work[1:]]
-    assert work[0] == len(want) and 0 < len(want) < b * p * heads
-    assert got[:len(want)] == want
-    assert sorted(got) == sorted((x, y, z) for x in range(b) for y in range(heads)
-                                 for z in range(p))
+    blocks = [tuple(int(x) for x in mosaic_fwd.work_block(jnp.int32(code), p))
+              for code in work[1:]]
+    got = [(blocks[w // heads][0], w % heads, blocks[w // heads][1])
+           for w in range(work[0] * heads)]
+    assert 0 < work[0] < b * p and len(work) == 1 + b * p
+    assert got == want
+    assert sorted(blocks) == [(x, z) for x in range(b) for z in range(p)]
 
 
 def test_split_count_fills_one_wave_with_runs_of_a_few_tiles():

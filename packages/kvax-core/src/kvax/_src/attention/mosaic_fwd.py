@@ -326,21 +326,25 @@ def chunked(mask: AttentionMask, config: MosaicConfig, head_dim: int, variant: M
     return mask.doc_runs
 
 
-def persistent_work(items, heads: int):
-    """[1 + B x P x heads] int32 for the persistent forward: how many programs store anything,
-    then their codes (work_program), in the grid's order (the heads of a row block, row blocks
-    heaviest first, batch rows), those that store nothing at the end. items: programs()."""
+def persistent_work(items):
+    """[1 + B x P] int32 for the persistent forward: how many row blocks store anything, then
+    their codes (work_block) in the grid's order (row blocks from the last, batch row after batch
+    row), the blocks that store nothing after them; program w takes the (w // heads)-th block's
+    head w % heads. items: programs(). A scan and a scatter (a sort took ten kernels on a GPU,
+    before every call's kernel)."""
     b, p = items.shape[:2]
-    live = (items[..., 2] > items[..., 1])[:, ::-1, None]  # [B, row blocks reversed, 1]
-    live = jnp.broadcast_to(live, (b, p, heads)).reshape(-1)
-    return jnp.concatenate([jnp.sum(live, dtype=jnp.int32)[None],
-                            jnp.argsort(~live, stable=True).astype(jnp.int32)])
+    live = (items[..., 2] > items[..., 1])[:, ::-1].reshape(-1)  # [B x row blocks reversed]
+    seen = jnp.cumsum(live, dtype=jnp.int32)  # live blocks up to and including each
+    count = seen[-1]
+    index = jnp.arange(b * p, dtype=jnp.int32)
+    slot = jnp.where(live, seen - 1, count + index - seen)  # a stable partition
+    order = jnp.zeros((b * p,), jnp.int32).at[slot].set(index, unique_indices=True)
+    return jnp.concatenate([count[None], order])
 
 
-def work_program(code, heads: int, num_items: int):
-    """(batch row, head, row block) of a persistent_work code (in a kernel or outside one)."""
-    head, rest = lax.rem(code, heads), lax.div(code, heads)
-    return lax.div(rest, num_items), head, num_items - 1 - lax.rem(rest, num_items)
+def work_block(code, num_items: int):
+    """(batch row, row block) of a persistent_work code (in a kernel or outside one)."""
+    return lax.div(code, num_items), num_items - 1 - lax.rem(code, num_items)
 
 
 def split_keys(items, splits: int, block_kv: int):
@@ -440,7 +444,7 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
     total = heads * num_items * b
     workers = min(total, device_sms())  # persistent: one program per SM
     rounds = -(-total // workers)
-    work = persistent_work(items, heads) if persistent else jnp.zeros((1,), jnp.int32)
+    work = persistent_work(items) if persistent else jnp.zeros((1,), jnp.int32)
 
     # V's padding rows must be 0 where a product reads them (P = 0 times NaN is NaN): the
     # consumers zero them in shared memory in the masked tiles that hold some (a tile holding
@@ -889,9 +893,9 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
             def round_program(r):  # (live, batch, head0, item) of round r
                 lane = jnp.where(lax.rem(r, 2) == 0, worker, workers - 1 - worker)
                 w = r * workers + lane
-                batch, head, item = work_program(work_ref[1 + jnp.minimum(w, total - 1)],
-                                                 heads, num_items)
-                return w < count, batch, head * pack, item
+                code = work_ref[1 + jnp.minimum(lax.div(w, heads), b * num_items - 1)]
+                batch, item = work_block(code, num_items)
+                return w < count * heads, batch, lax.rem(w, heads) * pack, item
 
             def one_round(r, base):
                 live, batch, head0, item = round_program(r)
