@@ -4,8 +4,12 @@ alone, then forward+backward with the default backward and with deterministic=Fa
 and the masks are the step's arguments, as in training (closed over, XLA would fold what the
 forward builds from them into constants and the profile would miss it).
 
+With --fa3, FlashAttention-3's varlen forward and forward+backward the same way after ours
+(its document boundaries an argument too), to set our calls' time outside the kernel beside
+FA3's.
+
     python tools/dev/profile_step.py [--doc-median 190] [--num-segments 8] [--steps 5]
-        [--seq-len 65536] [--ids shuffled]
+        [--seq-len 65536] [--ids shuffled] [--fa3]
 """
 
 from __future__ import annotations
@@ -54,13 +58,17 @@ def main():
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--seq-len", type=int, default=65536, help="tokens, padding included")
     parser.add_argument("--ids", default="sequential", help="segment ids: sequential, shuffled")
+    parser.add_argument("--num-pad-tokens", type=int, default=2000)
+    parser.add_argument("--fa3", action="store_true",
+                        help="also FlashAttention-3 (flash-attn3-jax), the same way")
     args = parser.parse_args()
     import jax
     import jax.numpy as jnp
 
     import kvax
 
-    w = Workload(args.seq_len, num_segments=args.num_segments, num_pad_tokens=2000,
+    w = Workload(args.seq_len, num_segments=args.num_segments,
+                 num_pad_tokens=args.num_pad_tokens,
                  doc_median=args.doc_median, ids=args.ids)
     q, k, v, pos, seg = inputs(w)
     q, k, v = (jnp.asarray(x, jnp.bfloat16) for x in (q, k, v))
@@ -68,6 +76,7 @@ def main():
     print(w.name, flush=True)
     masks = kvax.ops.create_attention_mask(pos, seg, pos, seg, calc_bwd_mask=True)
     layout = (pos, seg, masks)  # arguments, as the module doc says
+    steps = []
     for deterministic in (None, True, False):
         def forward(q, k, v, layout, deterministic=deterministic):
             pos, seg, masks = layout
@@ -75,11 +84,21 @@ def main():
                                             scale=w.head_dim ** -0.5,
                                             deterministic=bool(deterministic))
 
-        def loss(q, k, v, layout):
+        steps.append(("forward" if deterministic is None else
+                      f"forward+backward, deterministic={deterministic}",
+                      forward, deterministic is not None, layout))
+    if args.fa3:
+        from peers import peer
+
+        fa3 = peer("fa3").jax_attention(w, False)
+        for grad in (False, True):
+            steps.append((f"FlashAttention-3 {'forward+backward' if grad else 'forward'}",
+                          fa3.attn, grad, fa3.extra(pos, seg)))
+    for what, forward, grad, layout in steps:
+        def loss(q, k, v, layout, forward=forward):
             return jnp.sum(forward(q, k, v, layout).astype(jnp.float32))
 
-        step = jax.jit(forward if deterministic is None else
-                       jax.grad(loss, argnums=(0, 1, 2)))
+        step = jax.jit(jax.grad(loss, argnums=(0, 1, 2)) if grad else forward)
         for _ in range(3):
             jax.block_until_ready(step(q, k, v, layout))
         with tempfile.TemporaryDirectory() as tmp:
@@ -87,14 +106,11 @@ def main():
                 jax.block_until_ready([step(q, k, v, layout) for _ in range(args.steps)])
             totals, span = kernel_times(tmp, args.steps)
         wall = median_ms(lambda: step(q, k, v, layout), args.steps)
-        what = ("forward" if deterministic is None else
-                f"forward+backward, deterministic={deterministic}")
         print(f"\n{what}: {sum(totals.values()):.2f} ms of GPU kernels per step; GPU span "
               f"{span:.2f} ms a step (steps queued back to back); wall {wall:.2f} ms a step "
-              "(one at a time)", flush=True)
+              f"(one at a time); {len(totals)} kernels", flush=True)
         for name, ms in totals.most_common(25):
             print(f"  {ms:8.3f} ms  {name}", flush=True)
-
 
 if __name__ == "__main__":
     main()
