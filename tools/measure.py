@@ -30,8 +30,8 @@ def in_turns(runs: dict, rounds: int, repeats: int, label=None) -> dict:
     each round, so that the GPU's clock drift falls on all alike: {key: {kind: [ms per round]}}.
     Every other round runs them in reverse order: in a fixed order the first forward of a round
     always follows the last one's backward, and two rows of the same kernel read 3-4% apart
-    (docs/bench/h100-2026-11-25-bench-rerun/README.md). With label (key -> str) each round's times are
-    printed as it ends."""
+    (docs/bench/h100-2026-11-25-bench-rerun/README.md). With label (key -> str) each round's
+    times are printed as it ends."""
     times = {key: {kind: [] for kind in fns} for key, fns in runs.items()}
     turns = [(key, kind, fn) for key, fns in runs.items() for kind, fn in fns.items()]
     for r in range(rounds):
