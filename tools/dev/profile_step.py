@@ -112,5 +112,6 @@ def main():
         for name, ms in totals.most_common(25):
             print(f"  {ms:8.3f} ms  {name}", flush=True)
 
+
 if __name__ == "__main__":
     main()
