@@ -13,6 +13,7 @@ import re
 
 import jax
 import jax.numpy as jnp
+from jax import lax
 import numpy as np
 import pytest
 
@@ -164,6 +165,56 @@ def test_persistent_work_lists_the_live_programs_in_the_grids_order():
     assert 0 < work[0] < b * p and len(work) == 1 + b * p
     assert got == want
     assert sorted(blocks) == [(x, z) for x in range(b) for z in range(p)]
+
+
+@pytest.mark.parametrize("scanned", [False, True], ids=["unrolled", "scanned"])
+def test_forward_tables_are_built_once_for_every_layer(scanned):
+    """The Mosaic forward builds its programs' table, work list and logsumexp slots from the mask
+    in XLA before its kernel. In a model every layer builds them from the same mask in one jitted
+    step: XLA merges them (unrolled layers: four layers compile to one layer's scatters) or takes
+    them out of the loop (lax.scan: no scatter left in the loop's body)."""
+    batch = packed_batch(9, batch=1, kv_len=1500, num_heads=2, num_kv_heads=1)
+    lay = batch.layout
+    params = FlashAttentionParamsConfig(query_block_size=128, kv_block_size=128)
+    config = mosaic_fwd.MosaicConfig(block_q=64, block_kv=128, stages=2, persistent=True)
+
+    def layer(mask, x):
+        items = mosaic_fwd.programs(mask, config, 1500, 1500, doc_runs=mask.doc_runs)
+        work = mosaic_fwd.persistent_work(items)
+        slots = mosaic_fwd.lse_slots(items, 1500, config.tokens)
+        return x * 1.5 + jnp.sum(work) + jnp.sum(slots)
+
+    def model(layers, pos, seg, x):
+        (mask,) = create_attention_mask(pos, seg, pos, seg, fwd_params=params)
+        if scanned:
+            return lax.scan(lambda x, _: (layer(mask, x), None), x, None, length=layers)[0]
+        for _ in range(layers):
+            x = layer(mask, x)
+        return x
+
+    def compiled(layers):
+        return jax.jit(model, static_argnums=0).lower(
+            layers, lay.query_positions, lay.query_segment_ids, jnp.float32(1)).compile().as_text()
+
+    def scatters(text):
+        return len(re.findall(r"\bscatter\(", text))
+
+    one, four = compiled(1), compiled(4)
+    assert scatters(one) > 0
+    if not scanned:
+        assert scatters(four) == scatters(one)
+    else:  # the while loops' bodies (the scan's, the mask's searchsorted), and what they call
+        bodies = re.findall(r"\bwhile\(.*?body=%?([\w.\-]+)", four)
+        computations = dict(re.findall(r"^%?([\w.\-]+) .*?{\n(.*?)^}", four, re.M | re.S))
+        seen, todo = set(), list(bodies)
+        while todo:
+            name = todo.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            todo += re.findall(r"(?:calls|to_apply|body|condition)=%?([\w.\-]+)",
+                               computations[name])
+        assert not any(scatters(computations[name]) for name in seen), sorted(seen)
 
 
 def test_split_count_fills_one_wave_with_runs_of_a_few_tiles():
