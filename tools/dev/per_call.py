@@ -16,7 +16,7 @@ Rows are spike_mosaic.py's (0: 8 documents, 1: log-normal, 2: short, 3: 16 docum
 4: one causal document, 5: one bidirectional 16k document). Needs a Hopper GPU and
 flash-attn3-jax. Our kernels close over the layout and the mask (spike_mosaic.kernels), so XLA
 folds the tables the forward builds from them into constants: these are the kernel's calls (and
-the logsumexp's gather), not the public API's, whose tables take 10 more small kernels per call
+the logsumexp's gather), not the public API's, whose tables take about 10 more small kernels a call
 (tools/bench.py times those).
 """
 
