@@ -94,18 +94,18 @@ def main():
         for grad in (False, True):
             steps.append((f"FlashAttention-3 {'forward+backward' if grad else 'forward'}",
                           fa3.attn, grad, fa3.extra(pos, seg)))
-    for what, forward, grad, layout in steps:
-        def loss(q, k, v, layout, forward=forward):
-            return jnp.sum(forward(q, k, v, layout).astype(jnp.float32))
+    for what, attn, grad, extra in steps:  # extra: the call's layout argument
+        def loss(q, k, v, extra, attn=attn):
+            return jnp.sum(attn(q, k, v, extra).astype(jnp.float32))
 
-        step = jax.jit(jax.grad(loss, argnums=(0, 1, 2)) if grad else forward)
+        step = jax.jit(jax.grad(loss, argnums=(0, 1, 2)) if grad else attn)
         for _ in range(3):
-            jax.block_until_ready(step(q, k, v, layout))
+            jax.block_until_ready(step(q, k, v, extra))
         with tempfile.TemporaryDirectory() as tmp:
             with jax.profiler.trace(tmp, create_perfetto_trace=True):
-                jax.block_until_ready([step(q, k, v, layout) for _ in range(args.steps)])
+                jax.block_until_ready([step(q, k, v, extra) for _ in range(args.steps)])
             totals, span = kernel_times(tmp, args.steps)
-        wall = median_ms(lambda: step(q, k, v, layout), args.steps)
+        wall = median_ms(lambda: step(q, k, v, extra), args.steps)
         print(f"\n{what}: {sum(totals.values()):.2f} ms of GPU kernels per step; GPU span "
               f"{span:.2f} ms a step (steps queued back to back); wall {wall:.2f} ms a step "
               f"(one at a time); {len(totals)} kernels", flush=True)
