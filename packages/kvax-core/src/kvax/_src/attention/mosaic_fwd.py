@@ -196,14 +196,11 @@ def tiled_layout(pos, seg, length: int, pad_id: int):
 
 def padding_windows(seg, pad_id: int, length: int, size: int):
     """[B, length / TMA_ROWS] int32 for the kernels: 1 where tokens [8j, 8j + size) hold
-    padding (seg == pad_id), 0 elsewhere and past the tokens (TMA reads zeros there)."""
-    pad = pad_tokens(seg == pad_id, round_up(seg.shape[1], TMA_ROWS), False)
-    groups = pad.reshape(seg.shape[0], -1, TMA_ROWS).any(axis=-1)
-    counts = jnp.pad(jnp.cumsum(groups, axis=1, dtype=jnp.int32), ((0, 0), (1, 0)))
-    starts = jnp.arange(0, length, TMA_ROWS) // TMA_ROWS
-    last = groups.shape[1]
-    return (counts[:, jnp.minimum(starts + size // TMA_ROWS, last)]
-            > counts[:, jnp.minimum(starts, last)]).astype(jnp.int32)
+    padding (seg == pad_id), 0 elsewhere and past the tokens (TMA reads zeros there). One
+    windowed maximum (a single small kernel on a GPU; a cumulative sum took three)."""
+    pad = pad_tokens((seg == pad_id).astype(jnp.int32), length, 0)
+    return lax.reduce_window(pad, 0, lax.max, (1, size), (1, TMA_ROWS),
+                             ((0, 0), (0, size - TMA_ROWS)))
 
 
 def zero_padding_rows(tile_ref, seg_r, pad_id: int):
