@@ -145,10 +145,10 @@ def test_persistent_where_one_head_per_program_and_no_splits():
 
 
 def test_persistent_work_lists_the_live_programs_in_the_grids_order():
-    """The persistent forward's work: the count of row blocks that store rows, then each block's
-    code once, in the plain grid's order (row blocks from the last, batch row after batch row),
-    the blocks that store nothing after them; program w, its block's head w % heads, so the
-    programs run in the grid's order (a row block's heads, then the next block)."""
+    """The persistent forward's work: the code of each row block that stores rows once, in the
+    plain grid's order (row blocks from the last, batch row after batch row), then -1 for the
+    blocks that store nothing; program w, its block's head w % heads, so the programs run in the
+    grid's order (a row block's heads, then the next block)."""
     rng = np.random.default_rng(5)
     b, p, heads = 2, 7, 3
     own_start = rng.integers(0, 50, (b, p))
@@ -156,23 +156,25 @@ def test_persistent_work_lists_the_live_programs_in_the_grids_order():
     items = np.zeros((b, p, 7), np.int32)
     items[..., 1], items[..., 2] = own_start, own_end
     work = np.asarray(mosaic_fwd.persistent_work(jnp.asarray(items)))
+    assert work.shape == (b, p)
+    work = work.reshape(-1)
     want = [(batch, head, item) for batch in range(b) for item in range(p - 1, -1, -1)
             for head in range(heads) if own_end[batch, item] > own_start[batch, item]]
+    count = int(np.sum(work >= 0))
+    assert 0 < count < b * p and np.all(work[count:] == -1)
     blocks = [tuple(int(x) for x in mosaic_fwd.work_block(jnp.int32(code), p))
-              for code in work[1:]]
-    got = [(blocks[w // heads][0], w % heads, blocks[w // heads][1])
-           for w in range(work[0] * heads)]
-    assert 0 < work[0] < b * p and len(work) == 1 + b * p
+              for code in work[:count]]
+    got = [(blocks[w // heads][0], w % heads, blocks[w // heads][1]) for w in range(count * heads)]
     assert got == want
-    assert sorted(blocks) == [(x, z) for x in range(b) for z in range(p)]
 
 
 @pytest.mark.parametrize("scanned", [False, True], ids=["unrolled", "scanned"])
 def test_forward_tables_are_built_once_for_every_layer(scanned):
-    """The Mosaic forward builds its programs' table, work list and logsumexp slots from the mask
-    in XLA before its kernel. In a model every layer builds them from the same mask in one jitted
-    step: XLA merges them (unrolled layers: four layers compile to one layer's scatters) or takes
-    them out of the loop (lax.scan: no scatter left in the loop's body)."""
+    """Where the mask carries no schedule, the Mosaic forward builds its programs' table, work
+    list and logsumexp slots from it in XLA before its kernel. In a model every layer builds them
+    from the same mask in one jitted step: XLA merges them (unrolled layers: four layers compile
+    to one layer's scatters) or takes them out of the loop (lax.scan: no scatter left in the
+    loop's body)."""
     batch = packed_batch(9, batch=1, kv_len=1500, num_heads=2, num_kv_heads=1)
     lay = batch.layout
     params = FlashAttentionParamsConfig(query_block_size=128, kv_block_size=128)
@@ -215,6 +217,60 @@ def test_forward_tables_are_built_once_for_every_layer(scanned):
             todo += re.findall(r"(?:calls|to_apply|body|condition)=%?([\w.\-]+)",
                                computations[name])
         assert not any(scatters(computations[name]) for name in seen), sorted(seen)
+
+
+@pytest.mark.parametrize("is_causal", [True, False], ids=["causal", "bidirectional"])
+def test_mask_carries_the_forward_schedule(is_causal):
+    """A forward mask whose blocks take the default tiles (128x128 here) carries the forward's
+    tables (Schedule: programs, the persistent work list and, with the document chunks, the
+    logsumexp's slots), equal to what a call would build; other blocks and the backward's masks
+    carry none. It goes through jit as part of the mask."""
+    batch = packed_batch(4, batch=2, kv_len=1300, num_heads=2, num_kv_heads=1)
+    lay = batch.layout
+    p128 = FlashAttentionParamsConfig(query_block_size=128, kv_block_size=128)
+    masks = jax.jit(lambda *a: create_attention_mask(
+        *a, fwd_params=p128, bwd_params=BWD128, calc_bwd_mask=True, is_causal=is_causal))(
+        *lay.arrays)
+    fwd, sched = masks[0], masks[0].schedule
+    assert masks[1].schedule is None and masks[2].schedule is None
+    config = mosaic_fwd.MosaicConfig(persistent=True)
+    doc_runs = fwd.doc_runs if is_causal else None
+    assert (doc_runs is not None) == is_causal
+    items = mosaic_fwd.programs(fwd, config, 1300, 1300, doc_runs=doc_runs)
+    np.testing.assert_array_equal(sched.items, items)
+    np.testing.assert_array_equal(sched.work, mosaic_fwd.persistent_work(items))
+    assert (sched.slots is None) == (not is_causal)
+    if is_causal:
+        np.testing.assert_array_equal(sched.slots, mosaic_fwd.lse_slots(items, 1300, 128))
+    assert sched.fits(config, doc_runs) and not sched.fits(config, None if is_causal else fwd)
+    assert not sched.fits(dataclasses.replace(config, block_kv=64), doc_runs)
+    (small,) = create_attention_mask(*lay.arrays, fwd_params=FlashAttentionParamsConfig(
+        query_block_size=64, kv_block_size=64))
+    assert small.schedule is None
+
+
+def test_a_call_with_a_prebuilt_mask_builds_no_tables():
+    """The forward reads the mask's schedule: lowered with the mask as an argument (as a model's
+    step or the benchmark passes it), it has no scan and no scatter before its kernel; the same
+    mask without its schedule builds them (what this test would catch)."""
+    batch = packed_batch(6, batch=1, kv_len=2000, num_heads=4, num_kv_heads=2, head_dim=128,
+                         dtype="bfloat16")
+    lay = batch.layout
+    (mask,) = build_masks(*lay.arrays, fwd_params=FWD, bwd_params=None, skip_pad_tokens=True)
+    q, k = jnp.asarray(batch.query), jnp.asarray(batch.key)
+
+    def lowered(mask):
+        def fn(q, k, v, mask, *layout):
+            return mosaic_fwd.forward(q, k, v, 0.1, *layout, mask, variant=MaskVariant(),
+                                      pad_id=PADDING_SEGMENT_ID, config=mosaic_fwd.choose_config(
+                                          mask, 128, 2))
+        text = jax.jit(fn).trace(q, k, k, mask, *lay.arrays).lower(
+            lowering_platforms=("cuda",)).as_text()
+        return len(re.findall(r"stablehlo\.scatter|chlo\.scan|@cumsum", text))
+
+    assert mask.schedule is not None and mosaic_fwd.choose_config(mask, 128, 2).persistent
+    assert lowered(mask) == 0
+    assert lowered(dataclasses.replace(mask, schedule=None)) > 0
 
 
 def test_split_count_fills_one_wave_with_runs_of_a_few_tiles():
@@ -974,6 +1030,33 @@ def test_document_chunks_bitwise_and_padding_exact():
     """Each token's output is stored by one program: bitwise reruns, and NaN/Inf in the padding
     give exactly 0 there and finite values elsewhere."""
     _assert_bitwise_and_padding_exact(_chunked_batch(CHUNKED[0], 12))
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("mixed", [False, True], ids=["chunked", "mixed"])
+def test_forward_schedule_from_the_mask_is_bitwise_the_built_one(mixed):
+    """The forward reading the mask's schedule and the forward building its tables in the call
+    (the same mask without it): bitwise the same output, logsumexp and gradients."""
+    batch = _chunked_batch(CHUNKED[2], 21, mixed=mixed)
+    q, k, v = (jnp.asarray(x) for x in (batch.query, batch.key, batch.value))
+    layout = [jnp.asarray(a) for a in batch.layout.arrays]
+    masks = create_attention_mask(*layout, fwd_params=FWD, bwd_params=BWD128, calc_bwd_mask=True)
+    assert masks[0].schedule is not None and masks[0].schedule.slots is not None
+    bare = (dataclasses.replace(masks[0], schedule=None),) + masks[1:]
+
+    @jax.jit
+    def step(q, k, v, masks):
+        def loss(q, k, v):
+            out, lse = flash_attention(q, k, v, *layout, mask=masks, scale=0.1, fwd_params=FWD,
+                                       bwd_params=BWD128, backend="mosaic", return_residual=True)
+            return jnp.sum(out.astype(jnp.float32) ** 2) + jnp.sum(
+                jnp.where(jnp.isfinite(lse), lse, 0.0)), (out, lse)
+        grads, (out, lse) = jax.grad(loss, argnums=(0, 1, 2), has_aux=True)(q, k, v)
+        return (out, lse) + grads
+
+    for a, b in zip(step(q, k, v, masks), step(q, k, v, bare)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
 @pytest.mark.gpu

@@ -208,6 +208,39 @@ def test_mesh_kinds_and_how_they_are_given(explicit, how, jit, fake_mesh, mesh_d
             assert_same(batch, jax.jit(sharded) if jit else sharded)
 
 
+def test_forward_schedule_is_sharded_like_the_mask(fake_mesh, mesh_device_count):
+    """A mask with the Hopper forward's blocks carries its schedule (kvax-core's Schedule); on a
+    data x context mesh each device builds its own, and the sharded arrays are each device's
+    local schedule in place, as the mask's bounds are: the forward inside shard_map reads the
+    one built from its own rows."""
+    from kvax.extend import create_attention_mask_local
+
+    devices = min(mesh_device_count, 8)
+    if devices < 2 or devices % 2:
+        pytest.skip(f"a data x context mesh needs an even number of devices, have {devices}")
+    cp = devices // 2
+    mesh = fake_mesh((2, cp), ("data", "context"))
+    p128 = FlashAttentionParamsConfig(query_block_size=128, kv_block_size=128)
+    batch = packed_batch(13, batch=2, kv_len=256 * cp, num_heads=2, num_kv_heads=1, head_dim=16,
+                         num_docs=(3, 9), pad_tokens=(0, 40), dtype="float32")
+    qp, qs, kp, ks = (jnp.asarray(a) for a in batch.layout.arrays)
+    with attention_specs(("data", "context", None, None), ("data", None, None, None)):
+        (mask,) = create_attention_mask(qp, qs, kp, ks, fwd_params=p128, mesh=mesh)
+    local_t = 256
+    for b in range(2):
+        for c in range(cp):
+            rows = slice(c * local_t, (c + 1) * local_t)
+            (local,) = create_attention_mask_local(qp[b:b + 1, rows], qs[b:b + 1, rows],
+                                                   kp[b:b + 1], ks[b:b + 1], p128)
+            for name in ("items", "work"):
+                want = np.asarray(getattr(local.schedule, name))
+                width = want.shape[1]
+                got = np.asarray(getattr(mask.schedule, name))[b:b + 1,
+                                                               c * width:(c + 1) * width]
+                np.testing.assert_array_equal(got, want, err_msg=f"{name} of shard {b}, {c}")
+    assert mask.schedule.work.shape == (2, cp * local.schedule.work.shape[1])
+
+
 def test_eager_calls_with_a_mesh_compile_once(fake_mesh, mesh_device_count):
     """Outside jit, repeated calls of the same shapes (forward and vjp) compile nothing new."""
     devices = min(mesh_device_count, 8)

@@ -62,18 +62,21 @@ class AttentionMask:
     # forward masks of causal documents (T == S): query chunks from each document's first token
     # for the Hopper forward (runs.doc_runs), [B, M, 4] int32; None elsewhere
     doc_runs: jax.Array | None = None
+    # forward masks whose blocks take the Hopper forward's default tiles: its tables
+    # (mosaic_fwd.Schedule, a pytree of [B, ...] arrays), built here once; None elsewhere
+    schedule: object | None = None
 
     def tree_flatten(self):
         children = (self.lower_bounds, self.upper_bounds, self.lower_full_bounds,
-                    self.upper_full_bounds, self.doc_runs)
+                    self.upper_full_bounds, self.doc_runs, self.schedule)
         aux = (self.kind, self.row_block, self.col_block, self.query_len, self.kv_len,
                self.params, self.skip_pad_tokens, self.variant)
         return children, aux
 
     @classmethod
     def tree_unflatten(cls, aux, children):
-        *bounds, doc_runs = children
-        return cls(*bounds, *aux, doc_runs=doc_runs)
+        *bounds, doc_runs, schedule = children
+        return cls(*bounds, *aux, doc_runs=doc_runs, schedule=schedule)
 
     def flatten(self) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
         """The four bound arrays, in the original Kvax order."""
@@ -277,6 +280,9 @@ def build_masks(
                      skip_pad_tokens=skip_pad_tokens, variant=variant)
     if variant == MaskVariant() and query_positions.shape == kv_positions.shape:
         fwd = dataclasses.replace(fwd, doc_runs=runs.doc_runs(*args))
+    from kvax._src.attention import mosaic_fwd  # (it imports this module)
+
+    fwd = dataclasses.replace(fwd, schedule=mosaic_fwd.schedule(fwd))
     masks = [fwd]
     if bwd_params is not None:
         dq_q, dq_k = bwd_params.dq_blocks

@@ -9,7 +9,10 @@ mask's row-aligned tiles, or on rows of contiguous causal documents the document
 (runs.py: 128 rows from each document's start, its keys from there; a chunk stores only its own
 document's rows, whole 8-row groups by TMA and the partial ones row by row from a plain copy of
 O; the logsumexp goes to a slot per program, gathered into token order after the kernel; on an
-H100 4% faster on log-normal documents, docs/bench/h100-2026-11-24-doc-chunks). Tiles in the
+H100 4% faster on log-normal documents, docs/bench/h100-2026-11-24-doc-chunks). A mask whose
+blocks take the default tiles carries these tables (Schedule: the programs, the persistent work
+list, the logsumexp's slots), built once by create_attention_mask; elsewhere each call builds
+them (about eight small kernels before its own on a GPU). Tiles in the
 fully visible range skip the element mask; the others apply the
 document/causal/window rule to the tile's segment ids and positions, read from global memory in
 the accumulator's column layout before the tile's QK^T is issued (the loads fly during it).
@@ -324,19 +327,63 @@ def chunked(mask: AttentionMask, config: MosaicConfig, head_dim: int, variant: M
 
 
 def persistent_work(items):
-    """[1 + B x P] int32 for the persistent forward: how many row blocks store anything, then
-    their codes (work_block) in the grid's order (row blocks from the last, batch row after batch
-    row), the blocks that store nothing after them; program w takes the (w // heads)-th block's
-    head w % heads. items: programs(). A scan and a scatter (a sort took ten kernels on a GPU,
-    before every call's kernel)."""
+    """[B, P] int32 for the persistent forward, read as one list of B x P: the codes
+    (work_block) of the row blocks that store anything, in the grid's order (row blocks from the
+    last, batch row after batch row), then -1 for the rest; program w takes the (w // heads)-th
+    block's head w % heads. items: programs(). A scan and a scatter (a sort took ten kernels on
+    a GPU); built with the mask (Schedule), not in each call. [B, P] so that kvax-dist shards it
+    like the mask: under shard_map each device builds and reads its own."""
     b, p = items.shape[:2]
     live = (items[..., 2] > items[..., 1])[:, ::-1].reshape(-1)  # [B x row blocks reversed]
     seen = jnp.cumsum(live, dtype=jnp.int32)  # live blocks up to and including each
-    count = seen[-1]
     index = jnp.arange(b * p, dtype=jnp.int32)
-    slot = jnp.where(live, seen - 1, count + index - seen)  # a stable partition
-    order = jnp.zeros((b * p,), jnp.int32).at[slot].set(index, unique_indices=True)
-    return jnp.concatenate([count[None], order])
+    slot = jnp.where(live, seen - 1, seen[-1] + index - seen)  # a stable partition
+    order = jnp.zeros((b * p,), jnp.int32).at[slot].set(jnp.where(live, index, -1),
+                                                         unique_indices=True)
+    return order.reshape(b, p)
+
+
+@jax.tree_util.register_pytree_node_class
+@dataclasses.dataclass(frozen=True, eq=False)
+class Schedule:
+    """The forward's tables for one mask and one tile shape, built once with the mask
+    (create_attention_mask, `schedule`) so that each call only reads them: in a model they were
+    built once per step anyway (XLA merges or hoists them across layers), but a call that gets
+    its mask as an argument rebuilt them every time, about eight small kernels before its own
+    on a GPU. A JAX pytree whose arrays lead with [B, rows], sharded like the mask's."""
+
+    items: jax.Array  # programs(): [B, P, 7]
+    work: jax.Array  # persistent_work(items): [B, P]
+    slots: jax.Array | None  # lse_slots() [B, T] where the document chunks are taken, else None
+    tokens: int  # the programs' rows (MosaicConfig.tokens)
+    block_kv: int  # keys per tile (MosaicConfig.block_kv)
+
+    def tree_flatten(self):
+        return (self.items, self.work, self.slots), (self.tokens, self.block_kv)
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(*children, *aux)
+
+    def fits(self, config: MosaicConfig, doc_runs) -> bool:
+        """Whether a call with this config (and these document chunks, or None) reads these
+        tables."""
+        return (config.tokens == self.tokens and config.block_kv == self.block_kv
+                and config.pack == 1 and (doc_runs is not None) == (self.slots is not None))
+
+
+def schedule(mask: AttentionMask) -> Schedule | None:
+    """The Schedule of choose_config's tiles for training-length rows (two consumers of 64 rows,
+    128-key tiles: head dims up to 128), or None where the mask's blocks do not take them."""
+    config = MosaicConfig(persistent=True)
+    if (mask.kind != "fwd" or mask.row_block % config.rows or mask.col_block % config.block_kv
+            or supported((mask.row_block, mask.col_block))):
+        return None
+    doc_runs = mask.doc_runs if mask.variant == MaskVariant() else None
+    t, s_len = mask.query_len, mask.kv_len
+    items = programs(mask, config, t, s_len, doc_runs=doc_runs)
+    slots = None if doc_runs is None else lse_slots(items, t, config.tokens)
+    return Schedule(items, persistent_work(items), slots, config.tokens, config.block_kv)
 
 
 def work_block(code, num_items: int):
@@ -431,7 +478,11 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
             f"{mask.row_block}x{mask.col_block}")
     t_pad, s_pad = round_up(t, rows), round_up(s_len, block_kv)
     doc_runs = chunked(mask, config, h, variant)
-    items = programs(mask, config, t, s_len, doc_runs=doc_runs)
+    # the tables: the mask's schedule where it fits this call, else built here
+    built = mask.schedule if mask.schedule is not None and mask.schedule.fits(
+        config, doc_runs) else None
+    items = (built.items if built is not None
+             else programs(mask, config, t, s_len, doc_runs=doc_runs))
     slots = items.shape[1] * tokens  # the logsumexp's slots per split
     if splits > 1:
         items = split_keys(items, splits, block_kv)
@@ -441,7 +492,8 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
     total = heads * num_items * b
     workers = min(total, device_sms())  # persistent: one program per SM
     rounds = -(-total // workers)
-    work = persistent_work(items) if persistent else jnp.zeros((1,), jnp.int32)
+    work = ((built.work if built is not None else persistent_work(items)).reshape(-1)
+            if persistent else jnp.zeros((1,), jnp.int32))
 
     # V's padding rows must be 0 where a product reads them (P = 0 times NaN is NaN): the
     # consumers zero them in shared memory in the masked tiles that hold some (a tile holding
@@ -885,14 +937,13 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                             num_items - 1 - lax.axis_index("q_seq"), consumer)  # heavier first
                 return
             worker = lax.axis_index("workers")
-            count = work_ref[0]
 
             def round_program(r):  # (live, batch, head0, item) of round r
                 lane = jnp.where(lax.rem(r, 2) == 0, worker, workers - 1 - worker)
                 w = r * workers + lane
-                code = work_ref[1 + jnp.minimum(lax.div(w, heads), b * num_items - 1)]
-                batch, item = work_block(code, num_items)
-                return w < count * heads, batch, lax.rem(w, heads) * pack, item
+                code = work_ref[jnp.minimum(lax.div(w, heads), b * num_items - 1)]
+                batch, item = work_block(jnp.maximum(code, 0), num_items)
+                return (w < total) & (code >= 0), batch, lax.rem(w, heads) * pack, item
 
             def one_round(r, base):
                 live, batch, head0, item = round_program(r)
@@ -963,5 +1014,6 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
     elif doc_runs is None:  # program m's slot is tokens [m * tokens, (m + 1) * tokens)
         lse = lse[:, :, :t]
     else:
-        lse = jnp.take_along_axis(lse, lse_slots(items, t, tokens)[:, None], axis=2)
+        token_slots = built.slots if built is not None else lse_slots(items, t, tokens)
+        lse = jnp.take_along_axis(lse, token_slots[:, None], axis=2)
     return (out, lse) + ((results[2][:, :t],) if store_query else ())
