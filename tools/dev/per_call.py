@@ -10,7 +10,7 @@ OUT/calls-ROW.txt (pass, turn, kernel, call in burst, start time, ms) and the sa
 OUT/smi.csv, and prints the summaries.
 
     python tools/dev/per_call.py --out DIR [--rows 0,1] [--configs 64x128x2] [--turns 40] \
-        [--bursts 10]
+        [--bursts 10] [--public]
 
 Rows are spike_mosaic.py's (0: 8 documents, 1: log-normal, 2: short, 3: 16 documents at 128k,
 4: one causal document, 5: one bidirectional 16k document). Needs a Hopper GPU and
@@ -39,11 +39,24 @@ import spike_mosaic  # noqa: E402
 SMI_FIELDS = "timestamp,clocks.sm,power.draw,clocks_throttle_reasons.active"
 
 
-def kernels(row: int, params, configs):
-    """(workload, inputs, {config: our forward with it, "fa3": FA3's varlen forward}), jitted."""
+def kernels(row: int, params, configs, public: bool = False):
+    """(workload, inputs, {config: our forward with it, "fa3": FA3's varlen forward}), jitted;
+    with public, also "api": kvax.ops.flash_attention with the layout and masks as arguments
+    (as tools/bench.py times it: the tables built in each call)."""
     w = spike_mosaic.ROWS[row]
     (q, k, v, pos, seg), fns = spike_mosaic.kernels(w, configs, params)
     ours = {text: fns[text] for text in configs}
+    if public:
+        import jax
+
+        import kvax
+
+        masks = kvax.ops.create_attention_mask(pos, seg, pos, seg, calc_bwd_mask=True,
+                                               is_causal=w.causal)
+        api = jax.jit(lambda q, k, v, pos, seg, masks: kvax.ops.flash_attention(
+            q, k, v, pos, seg, pos, seg, mask=masks, scale=w.head_dim ** -0.5,
+            is_causal=w.causal))
+        ours["api"] = lambda q, k, v: api(q, k, v, pos, seg, masks)
     return w, (q, k, v), {**ours, "fa3": spike_mosaic.fa3_forward(w, pos, seg)}
 
 
@@ -116,6 +129,8 @@ def main(argv=None):
     p.add_argument("--configs", default="64x128x2", help="our kernels, spike_mosaic.py's names")
     p.add_argument("--turns", type=int, default=40)
     p.add_argument("--bursts", type=int, default=10)
+    p.add_argument("--public", action="store_true",
+                   help="also the public call, its tables built in each call (\"api\")")
     args = p.parse_args(argv)
     import jax
 
@@ -131,7 +146,7 @@ def main(argv=None):
         try:
             runs = []
             for row in (int(r) for r in args.rows.split(",")):
-                w, inputs, fns = kernels(row, params, args.configs.split(","))
+                w, inputs, fns = kernels(row, params, args.configs.split(","), args.public)
                 calls = timed_calls(fns, inputs, args.turns, args.bursts)
                 with open(os.path.join(args.out, f"calls-{w.name}.txt"), "w") as f:
                     f.writelines("%s %d %s %d %.4f %.3f\n" % c for c in calls)
