@@ -17,7 +17,7 @@ from jax import lax
 import numpy as np
 import pytest
 
-from kvax._src.attention import backends, mosaic_bwd, mosaic_fwd
+from kvax._src.attention import api, backends, mosaic_bwd, mosaic_fwd
 from kvax._src.attention.mask import build_masks
 from kvax._src.attention.variant import MaskVariant
 from kvax._src.attention.vjp import Options
@@ -220,14 +220,19 @@ def test_forward_tables_are_built_once_for_every_layer(scanned):
 
 
 @pytest.mark.parametrize("is_causal", [True, False], ids=["causal", "bidirectional"])
-def test_mask_carries_the_forward_schedule(is_causal):
-    """A forward mask whose blocks take the default tiles (128x128 here) carries the forward's
-    tables (Schedule: programs, the persistent work list and, with the document chunks, the
-    logsumexp's slots), equal to what a call would build; other blocks and the backward's masks
-    carry none. It goes through jit as part of the mask."""
+def test_mask_carries_the_forward_schedule(is_causal, monkeypatch):
+    """On a Hopper GPU (here pretended), a forward mask whose blocks take the default tiles
+    (128x128 here) carries the forward's tables (Schedule: programs, the persistent work list
+    and, with the document chunks, the logsumexp's slots), equal to what a call would build;
+    other blocks and the backward's masks carry none. It goes through jit as part of the mask.
+    Elsewhere no mask carries one (nothing would read it)."""
     batch = packed_batch(4, batch=2, kv_len=1300, num_heads=2, num_kv_heads=1)
     lay = batch.layout
     p128 = FlashAttentionParamsConfig(query_block_size=128, kv_block_size=128)
+    if not is_hopper(current_device_kind()):
+        (plain,) = create_attention_mask(*lay.arrays, fwd_params=p128)
+        assert plain.schedule is None
+    monkeypatch.setattr(api, "wants_schedule", lambda: True)
     masks = jax.jit(lambda *a: create_attention_mask(
         *a, fwd_params=p128, bwd_params=BWD128, calc_bwd_mask=True, is_causal=is_causal))(
         *lay.arrays)
@@ -256,7 +261,8 @@ def test_a_call_with_a_prebuilt_mask_builds_no_tables():
     batch = packed_batch(6, batch=1, kv_len=2000, num_heads=4, num_kv_heads=2, head_dim=128,
                          dtype="bfloat16")
     lay = batch.layout
-    (mask,) = build_masks(*lay.arrays, fwd_params=FWD, bwd_params=None, skip_pad_tokens=True)
+    (mask,) = build_masks(*lay.arrays, fwd_params=FWD, bwd_params=None, skip_pad_tokens=True,
+                          schedule=True)
     q, k = jnp.asarray(batch.query), jnp.asarray(batch.key)
 
     def lowered(mask):

@@ -208,12 +208,15 @@ def test_mesh_kinds_and_how_they_are_given(explicit, how, jit, fake_mesh, mesh_d
             assert_same(batch, jax.jit(sharded) if jit else sharded)
 
 
-def test_forward_schedule_is_sharded_like_the_mask(fake_mesh, mesh_device_count):
-    """A mask with the Hopper forward's blocks carries its schedule (kvax-core's Schedule); on a
-    data x context mesh each device builds its own, and the sharded arrays are each device's
-    local schedule in place, as the mask's bounds are: the forward inside shard_map reads the
-    one built from its own rows."""
+def test_forward_schedule_is_sharded_like_the_mask(fake_mesh, mesh_device_count, monkeypatch):
+    """On a Hopper GPU (pretended on CPU) a mask with the Hopper forward's blocks carries its
+    schedule (kvax-core's Schedule); on a data x context mesh each device builds its own, and
+    the sharded arrays are each device's local schedule in place, as the mask's bounds are: the
+    forward inside shard_map reads the one built from its own rows."""
+    from kvax._src.attention import api
     from kvax.extend import create_attention_mask_local
+
+    monkeypatch.setattr(api, "wants_schedule", lambda: True)
 
     devices = min(mesh_device_count, 8)
     if devices < 2 or devices % 2:

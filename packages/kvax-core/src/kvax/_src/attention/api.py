@@ -15,7 +15,7 @@ import jax.numpy as jnp
 
 from kvax._src import sharded
 from kvax._src.attention import backends, validate
-from kvax._src.attention.mask import AttentionMask, build_masks
+from kvax._src.attention.mask import AttentionMask, build_masks, wants_schedule
 from kvax._src.attention.variant import MaskVariant, check_positions_for_window, make_variant
 from kvax._src.attention.vjp import Options, attention
 from kvax._src.config import FlashAttentionParamsConfig, current_device_kind, default_params
@@ -28,7 +28,7 @@ def as_int32(*arrays):
 
 # Jitted so that eager calls of one shape compile once; inlined under an outer jit.
 _build_masks = jax.jit(build_masks, static_argnames=("fwd_params", "bwd_params",
-                                                     "skip_pad_tokens", "variant"))
+                                                     "skip_pad_tokens", "variant", "schedule"))
 
 
 def resolve_params(fwd_params, bwd_params, masks: Sequence[AttentionMask] = ()):
@@ -57,7 +57,8 @@ def create_attention_mask_local(query_positions, query_segment_ids, kv_positions
     return _build_masks(*as_int32(query_positions, query_segment_ids, kv_positions,
                                    kv_segment_ids),
                         fwd_params=fwd_params, bwd_params=bwd_params if calc_bwd_mask else None,
-                        skip_pad_tokens=bool(skip_pad_tokens), variant=variant)
+                        skip_pad_tokens=bool(skip_pad_tokens), variant=variant,
+                        schedule=wants_schedule())
 
 
 def create_attention_mask(

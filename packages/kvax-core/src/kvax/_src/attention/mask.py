@@ -62,8 +62,9 @@ class AttentionMask:
     # forward masks of causal documents (T == S): query chunks from each document's first token
     # for the Hopper forward (runs.doc_runs), [B, M, 4] int32; None elsewhere
     doc_runs: jax.Array | None = None
-    # forward masks whose blocks take the Hopper forward's default tiles: its tables
-    # (mosaic_fwd.Schedule, a pytree of [B, ...] arrays), built here once; None elsewhere
+    # on a Hopper GPU (wants_schedule), forward masks whose blocks take the Hopper forward's
+    # default tiles: its tables (mosaic_fwd.Schedule, a pytree of [B, ...] arrays), built here
+    # once; None elsewhere
     schedule: object | None = None
 
     def tree_flatten(self):
@@ -267,12 +268,22 @@ def block_mask(
     )
 
 
+def wants_schedule() -> bool:
+    """Whether create_attention_mask builds the Hopper forward's tables into the forward mask
+    (mosaic_fwd.Schedule): where that forward runs, JAX's default device being a Hopper GPU.
+    Elsewhere nothing reads them, and they add about 0.3 s to each new mask's compile (CPU)."""
+    from kvax._src.config import current_device_kind, is_hopper
+
+    return jax.default_backend() == "gpu" and is_hopper(current_device_kind())
+
+
 def build_masks(
     query_positions, query_segment_ids, kv_positions, kv_segment_ids, *,
     fwd_params: FlashAttentionParamsConfig, bwd_params: FlashAttentionParamsConfig | None,
-    skip_pad_tokens: bool, variant: MaskVariant = MaskVariant(),
+    skip_pad_tokens: bool, variant: MaskVariant = MaskVariant(), schedule: bool = False,
 ) -> tuple[AttentionMask, ...]:
-    """(fwd,) or (fwd, dq, dkdv) masks for already validated int32 inputs."""
+    """(fwd,) or (fwd, dq, dkdv) masks for already validated int32 inputs; with schedule, the
+    forward mask carries the Hopper forward's tables where its blocks take them."""
     query_segment_ids, kv_segment_ids = relabel_by_appearance(query_segment_ids, kv_segment_ids)
     args = (query_positions, query_segment_ids, kv_positions, kv_segment_ids)
     fwd = block_mask(*args, kind="fwd", query_block=fwd_params.query_block_size,
@@ -280,9 +291,10 @@ def build_masks(
                      skip_pad_tokens=skip_pad_tokens, variant=variant)
     if variant == MaskVariant() and query_positions.shape == kv_positions.shape:
         fwd = dataclasses.replace(fwd, doc_runs=runs.doc_runs(*args))
-    from kvax._src.attention import mosaic_fwd  # (it imports this module)
+    if schedule:
+        from kvax._src.attention import mosaic_fwd  # (it imports this module)
 
-    fwd = dataclasses.replace(fwd, schedule=mosaic_fwd.schedule(fwd))
+        fwd = dataclasses.replace(fwd, schedule=mosaic_fwd.schedule(fwd))
     masks = [fwd]
     if bwd_params is not None:
         dq_q, dq_k = bwd_params.dq_blocks

@@ -9,10 +9,10 @@ mask's row-aligned tiles, or on rows of contiguous causal documents the document
 (runs.py: 128 rows from each document's start, its keys from there; a chunk stores only its own
 document's rows, whole 8-row groups by TMA and the partial ones row by row from a plain copy of
 O; the logsumexp goes to a slot per program, gathered into token order after the kernel; on an
-H100 4% faster on log-normal documents, docs/bench/h100-2026-11-24-doc-chunks). A mask whose
-blocks take the default tiles carries these tables (Schedule: the programs, the persistent work
-list, the logsumexp's slots), built once by create_attention_mask; elsewhere each call builds
-them (about eight small kernels before its own on a GPU). Tiles in the
+H100 4% faster on log-normal documents, docs/bench/h100-2026-11-24-doc-chunks). On a Hopper GPU
+a mask whose blocks take the default tiles carries these tables (Schedule: the programs, the
+persistent work list, the logsumexp's slots), built once by create_attention_mask; elsewhere
+each call builds them (about eight small kernels before its own on a GPU). Tiles in the
 fully visible range skip the element mask; the others apply the
 document/causal/window rule to the tile's segment ids and positions, read from global memory in
 the accumulator's column layout before the tile's QK^T is issued (the loads fly during it).
