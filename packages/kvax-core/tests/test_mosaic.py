@@ -424,6 +424,46 @@ def test_backward_lowers_for_cuda(h, dtype, variant, extra, deterministic):
     _assert_hardware_tanh(text, extra)
 
 
+def test_a_deep_step_traces_and_lowers_each_kernel_once(monkeypatch):
+    """The Hopper kernels' first call is mostly their tracing, lowering and Mosaic GPU compile
+    (seconds each). A model's step with many attention layers pays it once, not once a layer:
+    through the public API ("auto" on a pretended H100), three unrolled layers trace the forward
+    and the backward as often as one layer does, and lower to one forward and one backward
+    kernel, which every layer calls."""
+    monkeypatch.setattr(backends, "_platform", lambda: "gpu")
+    monkeypatch.setattr("kvax._src.config.current_device_kind", lambda: "NVIDIA H100 80GB HBM3")
+    traced = {"forward": 0, "backward": 0}
+    for module, name in ((mosaic_fwd, "forward"), (mosaic_bwd, "backward")):
+        def counted(*args, _fn=getattr(module, name), _name=name, **kwargs):
+            traced[_name] += 1
+            return _fn(*args, **kwargs)
+        monkeypatch.setattr(module, name, counted)
+    batch = packed_batch(17, batch=1, kv_len=1000, num_heads=4, num_kv_heads=2, head_dim=64,
+                         dtype="bfloat16")
+    layout = [jnp.asarray(a) for a in batch.layout.arrays]
+    q = jnp.asarray(batch.query)
+
+    def lowered(layers):
+        jax.clear_caches()  # each count from a cold start, as a new process has
+        traced.update(forward=0, backward=0)
+
+        def loss(x):
+            masks = create_attention_mask(*layout, fwd_params=FWD, bwd_params=BWD128,
+                                          calc_bwd_mask=True)
+            for _ in range(layers):
+                x = flash_attention(x, x[:, :, :2], x[:, :, 2:], *layout, mask=masks,
+                                    scale=0.125, fwd_params=FWD, bwd_params=BWD128)
+            return jnp.sum(x.astype(jnp.float32))
+
+        text = jax.jit(jax.grad(loss)).trace(q).lower(lowering_platforms=("cuda",)).as_text()
+        return re.findall(r"stablehlo.custom_call @(\w+)", text), dict(traced)
+
+    kernels_one, traced_one = lowered(1)
+    kernels_three, traced_three = lowered(3)
+    assert kernels_one == kernels_three == ["mosaic_gpu_v2"] * 2
+    assert traced_three == traced_one and traced_one["backward"] == 1, (traced_one, traced_three)
+
+
 def test_backward_keeps_delta_out_of_the_stacking():
     """The kernel reads (logsumexp, delta) stacked; XLA fused delta's reduction into that stacking
     and ran it 4.5x slower (1.65 vs 0.36 ms a step on an H100 at 64k): both stacked arrays come
