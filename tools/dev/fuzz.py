@@ -1,0 +1,284 @@
+"""Randomised checks of the public API over the whole option space, one case per seed.
+
+    python tools/dev/fuzz.py variants --seeds 0:100   # flash_attention vs the float64 reference
+    python tools/dev/fuzz.py jax_nn --seeds 0:100     # kvax.nn vs jax.nn (implementation="xla")
+    python tools/dev/fuzz.py sharded --seeds 0:100    # 8 fake CPU devices (or GPUs) vs one device
+
+Each seed draws one case: lengths (odd ones, T < S), heads (GQA/MQA), head dim, dtype, causality,
+windows, soft cap, sinks, the returned logsumexp, id styles, positions, block sizes, padding
+poisoned with NaN/Inf; for `sharded` also the mesh (data x context x model), kv heads sharded or
+replicated and the permutation. `variants` runs whatever backend "auto" picks, so on a GPU it
+fuzzes the kernels (the CPU path elsewhere). Prints a line per case (a failing one says enough to
+rerun it alone with --seeds N:N+1) and a summary; exits 1 if any case failed. The suite's tests
+are fixed cases; this is for a change that deserves more: 100 seeds take 5-15 minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+# every case draws from its own generator: a failing seed reruns alone
+SKIPPED = "skipped"  # a case this machine cannot run (a mesh larger than its devices)
+MESHES = [(2, 2, 2), (1, 4, 2), (2, 4, 1), (1, 8, 1), (8, 1, 1), (1, 2, 4), (2, 1, 4)]
+
+
+def variants_case(seed: int) -> str | None:
+    """flash_attention (its masks built for the case) against kvax-testing's check: output,
+    logsumexp and gradients within the baseline-tied bound, empty rows exactly 0."""
+    import jax
+    import jax.numpy as jnp
+
+    from kvax.ops import create_attention_mask, flash_attention
+    from kvax.utils import FlashAttentionParamsConfig
+    from kvax_testing import check_attention, mask_terms, packed_batch, soft_cap
+
+    r = np.random.default_rng(seed)
+    kv_len = int(r.integers(1, 300))
+    q_len = None if r.random() < 0.6 else int(r.integers(1, kv_len + 1))
+    k_heads = int(r.choice([1, 2, 3]))
+    n_heads = k_heads * int(r.choice([1, 2, 4]))
+    h = int(r.choice([8, 16, 24, 40, 64, 128]))
+    dtype = str(r.choice(["float32", "bfloat16", "float16"]))
+    is_causal = bool(r.random() < 0.6)
+    window = None
+    if r.random() < 0.5:
+        window = (int(r.integers(0, 40)) if r.random() < 0.4
+                  else (int(r.integers(0, 50)), int(r.integers(0, 50))))
+    cap = float(r.choice([5.0, 20.0, 50.0])) if r.random() < 0.3 else None
+    sinks = (jnp.asarray(r.normal(size=n_heads), jnp.float32) if r.random() < 0.3 else None)
+    residual = bool(r.random() < 0.3)
+    ids = str(r.choice(["sequential", "shuffled", "large", "reused"]))
+    positions = str(r.choice(["per_document", "per_document", "global", "zeros"]))
+    blocks = [(16, 16), (32, 64), (64, 32), (64, 64), (128, 128)][int(r.integers(0, 5))]
+    batch = packed_batch(seed, batch=int(r.integers(1, 3)), kv_len=kv_len, q_len=q_len,
+                         num_heads=n_heads, num_kv_heads=k_heads, head_dim=h, dtype=dtype,
+                         num_docs=(1, 6), pad_tokens=(0, min(40, kv_len - 1)), segment_ids=ids,
+                         positions=positions, poison_padding=True)
+    scale = float(h ** -0.5 * r.uniform(0.5, 2.0))
+    params = FlashAttentionParamsConfig(query_block_size=blocks[0], kv_block_size=blocks[1])
+    variant = dict(is_causal=is_causal, local_window_size=window)
+
+    def attention(q, k, v, q_pos, q_seg, kv_pos, kv_seg, sinks=None):
+        masks = create_attention_mask(q_pos, q_seg, kv_pos, kv_seg, fwd_params=params,
+                                      bwd_params=params, calc_bwd_mask=True, **variant)
+        return flash_attention(q, k, v, q_pos, q_seg, kv_pos, kv_seg, mask=masks, scale=scale,
+                               fwd_params=params, bwd_params=params, logits_soft_cap=cap,
+                               sinks=sinks, return_residual=residual, **variant)
+
+    report = check_attention(jax.jit(attention), batch, scale=scale, seed=seed,
+                             mask_terms=mask_terms(is_causal, window),
+                             logits_fn=None if cap is None else soft_cap(cap), sinks=sinks,
+                             residual=residual)
+    if report.ok:
+        return None
+    return (f"T={q_len} S={kv_len} N{n_heads}K{k_heads} H{h} {dtype} {variant} cap={cap} "
+            f"sinks={sinks is not None} residual={residual} ids={ids} positions={positions} "
+            f"blocks={blocks}\n{report}")
+
+
+def _jax_nn_live_rows(t: int, s: int, batch: int, kw: dict) -> np.ndarray:
+    """[B, T] rows with some key to attend under jax.nn's rules (top-left aligned)."""
+    i, j = np.arange(t)[:, None], np.arange(s)[None, :]
+    allowed = np.ones((t, s), bool)
+    if kw.get("is_causal"):
+        allowed &= j <= i
+    if kw.get("local_window_size") is not None:
+        window = kw["local_window_size"]
+        left, right = (window, window) if isinstance(window, int) else window
+        allowed &= (i - j <= left) & (j - i <= right)
+    allowed = np.broadcast_to(allowed, (batch, t, s)).copy()
+    if "query_seq_lengths" in kw:
+        allowed &= np.arange(t)[None, :, None] < np.asarray(kw["query_seq_lengths"])[:, None, None]
+    if "key_value_seq_lengths" in kw:
+        allowed &= (np.arange(s)[None, None, :]
+                    < np.asarray(kw["key_value_seq_lengths"])[:, None, None])
+    return allowed.any(-1)
+
+
+def jax_nn_case(seed: int) -> str | None:
+    """kvax.nn.dot_product_attention against jax.nn.dot_product_attention(implementation="xla")
+    in float32 on the rows with something to attend (ours exactly 0 elsewhere), and the
+    gradients of a loss that reads those rows, relative to the step's largest gradient."""
+    import jax
+    import jax.numpy as jnp
+
+    import kvax.nn
+
+    r = np.random.default_rng(seed)
+    b, s = int(r.integers(1, 3)), int(r.integers(1, 90))
+    t = s if r.random() < 0.5 else int(r.integers(1, 90))
+    k_heads = int(r.choice([1, 2]))
+    n_heads, h = k_heads * int(r.choice([1, 2, 3])), int(r.choice([8, 16]))
+    q = jnp.asarray(r.normal(size=(b, t, n_heads, h)), jnp.float32)
+    k, v = (jnp.asarray(r.normal(size=(b, s, k_heads, h)), jnp.float32) for _ in range(2))
+    kw = dict(is_causal=bool(r.random() < 0.5))
+    if r.random() < 0.4:  # jax.nn takes an int (both sides) or (left, right)
+        kw["local_window_size"] = (int(r.integers(0, 30)) if r.random() < 0.4
+                                   else (int(r.integers(0, 30)), int(r.integers(0, 30))))
+    if r.random() < 0.4:
+        kw["query_seq_lengths"] = jnp.asarray(r.integers(0, t + 1, size=b), jnp.int32)
+    if r.random() < 0.4:
+        kw["key_value_seq_lengths"] = jnp.asarray(r.integers(0, s + 1, size=b), jnp.int32)
+    if r.random() < 0.5:
+        kw["scale"] = float(r.uniform(0.1, 1.0))
+    live = jnp.asarray(_jax_nn_live_rows(t, s, b, kw))[..., None, None]
+
+    def theirs(*args):
+        return jnp.where(live, jax.nn.dot_product_attention(*args, implementation="xla", **kw), 0)
+
+    def ours(*args):
+        return kvax.nn.dot_product_attention(*args, **kw)
+
+    want, got = np.asarray(theirs(q, k, v)), np.asarray(ours(q, k, v))
+    out_err = float(np.abs(want - got).max()) if want.size else 0.0
+    grads = [jax.grad(lambda *a: jnp.sum(fn(*a) ** 2), argnums=(0, 1, 2))(q, k, v)
+             for fn in (theirs, ours)]
+    scale = max([float(np.abs(np.asarray(g)).max()) for g in grads[0] if g.size] + [1e-30])
+    grad_err = max([float(np.abs(np.asarray(a) - np.asarray(c)).max())
+                    for a, c in zip(*grads) if a.size] + [0.0]) / scale
+    if out_err <= 2e-5 and grad_err <= 1e-5 and np.isfinite(got).all():
+        return None
+    shown = {name: np.asarray(x).tolist() if hasattr(x, "shape") else x for name, x in kw.items()}
+    return (f"B{b} T{t} S{s} N{n_heads}K{k_heads} H{h} {shown}: output error {out_err:.2e}, "
+            f"gradient error {grad_err:.2e} of the largest gradient")
+
+
+def sharded_case(seed: int) -> str | None:
+    """flash_attention over a data x context x model mesh (attention_specs, the mask built
+    sharded, the tokens permuted or not) against one device: outputs and gradients."""
+    import jax
+    import jax.numpy as jnp
+
+    from kvax.ops import create_attention_mask, flash_attention
+    from kvax.utils import (FlashAttentionParamsConfig, attention_specs,
+                            permute_tokens_context_parallelism,
+                            unpermute_tokens_context_parallelism)
+    from kvax_testing import packed_batch
+    from kvax_testing.mesh import fake_mesh
+
+    r = np.random.default_rng(seed)
+    d, c, m = MESHES[int(r.integers(0, len(MESHES)))]
+    if d * c * m > len(jax.devices()):
+        return SKIPPED
+    mesh = fake_mesh((d, c, m), ("data", "context", "model"))
+    kv_sharded = bool(r.random() < 0.5)
+    k_heads = m * int(r.integers(1, 3)) if kv_sharded else int(r.choice([1, 2]))
+    n_heads = max(m, k_heads) * int(r.choice([1, 2]))
+    if n_heads % k_heads:
+        n_heads = k_heads * m
+    kv_len = 32 * c * int(r.integers(1, 4)) + (0 if c > 1 else int(r.integers(0, 15)))
+    blocks = [(16, 16), (16, 32), (32, 16)][int(r.integers(0, 3))]
+    params = FlashAttentionParamsConfig(query_block_size=blocks[0], kv_block_size=blocks[1])
+    variant = dict(is_causal=bool(r.random() < 0.6),
+                   local_window_size=None if r.random() < 0.5 else (int(r.integers(0, 30)),
+                                                                    int(r.integers(0, 30))))
+    cap = 5.0 if r.random() < 0.3 else None
+    sinks = jnp.asarray(r.normal(size=n_heads), jnp.float32) if r.random() < 0.3 else None
+    residual = bool(r.random() < 0.3)
+    permute = [False, True, "striped"][int(r.integers(0, 3))] if c > 1 else False
+    batch = packed_batch(seed, batch=2 * d, kv_len=kv_len, num_heads=n_heads,
+                         num_kv_heads=k_heads, head_dim=16, num_docs=(1, 6), pad_tokens=(0, 12),
+                         dtype="float32",
+                         segment_ids=str(r.choice(["sequential", "shuffled", "reused"])))
+    qp, qs, kp, ks = (jnp.asarray(a) for a in batch.layout.arrays)
+    options = dict(scale=0.3, fwd_params=params, bwd_params=params, logits_soft_cap=cap,
+                   return_residual=residual, **variant)
+    kv_specs = ("data", None, "model" if kv_sharded else None, None)
+
+    def single(q, k, v, sinks):
+        return flash_attention(q, k, v, qp, qs, kp, ks, sinks=sinks, **options)
+
+    def sharded(q, k, v, sinks):
+        with attention_specs(("data", "context", "model", None), kv_specs):
+            q_pos, q_seg = qp, qs
+            if permute:
+                q, k, v, q_pos, q_seg = permute_tokens_context_parallelism(
+                    (q, k, v, qp, qs), strategy=permute, mesh=mesh)
+            masks = create_attention_mask(q_pos, q_seg, kp, ks, fwd_params=params,
+                                          bwd_params=params, calc_bwd_mask=True, mesh=mesh,
+                                          **variant)
+            result = flash_attention(q, k, v, q_pos, q_seg, kp, ks, mask=masks, mesh=mesh,
+                                     sinks=sinks, permute_tokens_for_load_balance=permute,
+                                     **options)
+            if permute:
+                result = unpermute_tokens_context_parallelism(result, strategy=permute,
+                                                              mesh=mesh)
+            return result
+
+    args = tuple(jnp.asarray(x) for x in (batch.query, batch.key, batch.value))
+    with_sinks = sinks is not None
+    args = args + ((sinks,) if with_sinks else ())
+
+    def bind(fn):
+        return fn if with_sinks else (lambda q, k, v: fn(q, k, v, None))
+
+    want, want_vjp = jax.vjp(bind(single), *args)
+    got, got_vjp = jax.vjp(jax.jit(bind(sharded)), *args)
+    wants, gots = (want, got) if residual else ((want,), (got,))
+    rng = np.random.default_rng(seed + 3)
+    cots = tuple(jnp.asarray(rng.standard_normal(w.shape), w.dtype) for w in wants)
+    # on an Explicit mesh a cotangent carries its output's sharding in its type
+    got_cots = tuple(jax.device_put(x, g.sharding) for x, g in zip(cots, gots))
+    problems = []
+    def error(a, w):  # max |a - w|, equal infinities (the empty rows' -inf) counting as 0
+        a, w = np.asarray(a), np.asarray(w)
+        return float(np.where(a == w, 0.0, np.abs(a - w)).max()), float(
+            np.abs(np.where(np.isfinite(w), w, 0.0)).max())
+
+    for name, a, w in zip(("out", "lse"), gots, wants):
+        err, size = error(a, w)
+        if not err <= 2e-5 * (1 + size):
+            problems.append(f"{name} {err:.2e}")
+    got_grads = got_vjp(got_cots if residual else got_cots[0])
+    want_grads = want_vjp(cots if residual else cots[0])
+    for name, a, w in zip(("dq", "dk", "dv", "dsinks"), got_grads, want_grads):
+        err, size = error(a, w)
+        if not err <= 1e-4 * (1 + size):
+            problems.append(f"{name} {err:.2e}")
+    if not problems:
+        return None
+    return (f"mesh {d}x{c}x{m} N{n_heads}K{k_heads} kv heads sharded={kv_sharded} S={kv_len} "
+            f"blocks={blocks} {variant} cap={cap} sinks={with_sinks} residual={residual} "
+            f"permute={permute}: {', '.join(problems)}")
+
+
+CASES = {"variants": variants_case, "jax_nn": jax_nn_case, "sharded": sharded_case}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("mode", choices=sorted(CASES))
+    p.add_argument("--seeds", default="0:20", help="START:STOP, one case per seed")
+    args = p.parse_args(argv)
+    if args.mode == "sharded" and "jax" not in sys.modules:
+        os.environ.setdefault("JAX_NUM_CPU_DEVICES", "8")  # before JAX starts
+    first, stop = (int(x) for x in args.seeds.split(":"))
+    failed, skipped, t0 = 0, 0, time.time()
+    for seed in range(first, stop):
+        start = time.time()
+        try:
+            problem = CASES[args.mode](seed)
+        except Exception as err:  # an error is a finding too: report it and go on
+            problem = f"{type(err).__name__}: {str(err)[:600]}"
+        if problem == SKIPPED:
+            skipped += 1
+            print(f"skip {args.mode} seed {seed}", flush=True)
+        elif problem:
+            failed += 1
+            print(f"FAIL {args.mode} seed {seed}: {problem}", flush=True)
+        else:  # a line per case, so that a run cut short still shows what it checked
+            print(f"ok   {args.mode} seed {seed} ({time.time() - start:.1f} s)", flush=True)
+    print(f"{args.mode}: seeds {args.seeds}, {stop - first - failed - skipped} passed, "
+          f"{failed} failed, {skipped} skipped (mesh larger than the devices), "
+          f"{time.time() - t0:.0f} s", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,36 @@
+"""tools/dev/fuzz.py: a few seeds of each mode pass on CPU, and a wrong attention is caught."""
+
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "dev"))
+
+
+@pytest.mark.parametrize("mode,seeds", [("variants", "0:2"), ("jax_nn", "0:3"),
+                                        ("sharded", "0:2")])
+def test_fuzz_modes_pass(mode, seeds, capsys):
+    import fuzz
+
+    assert fuzz.main([mode, "--seeds", seeds]) == 0
+    summary = capsys.readouterr().out.splitlines()[-1]
+    assert " 0 failed" in summary and " 0 passed" not in summary, summary
+
+
+def test_fuzz_catches_a_wrong_attention(monkeypatch, capsys):
+    """An output 1% off on every row fails each case, with the seed to rerun it."""
+    import fuzz
+
+    import kvax.ops
+
+    right = kvax.ops.flash_attention
+
+    def off_by_one_percent(*args, **kwargs):
+        result = right(*args, **kwargs)
+        return (result[0] * 1.01, result[1]) if isinstance(result, tuple) else result * 1.01
+
+    monkeypatch.setattr(kvax.ops, "flash_attention", off_by_one_percent)
+    assert fuzz.main(["variants", "--seeds", "3:5"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL variants seed 3" in out and "FAIL variants seed 4" in out and " 2 failed" in out
