@@ -2,7 +2,8 @@
 
     python tools/dev/fuzz.py variants --seeds 0:100   # flash_attention vs the float64 reference
     python tools/dev/fuzz.py jax_nn --seeds 0:100     # kvax.nn vs jax.nn (implementation="xla")
-    python tools/dev/fuzz.py sharded --seeds 0:100    # 8 fake CPU devices (or GPUs) vs one device
+    python tools/dev/fuzz.py sharded --seeds 0:100    # 8 fake CPU devices vs one device
+    python tools/dev/fuzz.py sharded --platform gpu   # the machine's GPUs vs one device
 
 Each seed draws one case: lengths (odd ones, T < S), heads (GQA/MQA), head dim, dtype, causality,
 windows, soft cap, sinks, the returned logsumexp, id styles, positions, block sizes, padding
@@ -150,9 +151,10 @@ def jax_nn_case(seed: int) -> str | None:
             f"the largest gradient")
 
 
-def sharded_case(seed: int) -> str | None:
-    """flash_attention over a data x context x model mesh (attention_specs, the mask built
-    sharded, the tokens permuted or not) against one device: outputs and gradients."""
+def sharded_case(seed: int, platform: str = "cpu") -> str | None:
+    """flash_attention over a data x context x model mesh of `platform`'s devices
+    (attention_specs, the mask built sharded, the tokens permuted or not) against one device:
+    outputs and gradients."""
     import jax
     import jax.numpy as jnp
 
@@ -165,9 +167,9 @@ def sharded_case(seed: int) -> str | None:
 
     r = np.random.default_rng(seed)
     d, c, m = MESHES[int(r.integers(0, len(MESHES)))]
-    if d * c * m > len(jax.devices()):
+    if d * c * m > len(jax.devices(platform)):
         return SKIPPED
-    mesh = fake_mesh((d, c, m), ("data", "context", "model"))
+    mesh = fake_mesh((d, c, m), ("data", "context", "model"), platform=platform)
     kv_sharded = bool(r.random() < 0.5)
     k_heads = m * int(r.integers(1, 3)) if kv_sharded else int(r.choice([1, 2]))
     n_heads = max(m, k_heads) * int(r.choice([1, 2]))
@@ -257,15 +259,18 @@ def main(argv=None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("mode", choices=sorted(CASES))
     p.add_argument("--seeds", default="0:20", help="START:STOP, one case per seed")
+    p.add_argument("--platform", default="cpu", choices=["cpu", "gpu"],
+                   help="sharded: the devices the meshes are made of (cpu: 8 fake ones)")
     args = p.parse_args(argv)
-    if args.mode == "sharded" and "jax" not in sys.modules:
+    if args.mode == "sharded" and args.platform == "cpu" and "jax" not in sys.modules:
         os.environ.setdefault("JAX_NUM_CPU_DEVICES", "8")  # before JAX starts
+    options = {"platform": args.platform} if args.mode == "sharded" else {}
     first, stop = (int(x) for x in args.seeds.split(":"))
     failed, skipped, t0 = 0, 0, time.time()
     for seed in range(first, stop):
         start = time.time()
         try:
-            problem = CASES[args.mode](seed)
+            problem = CASES[args.mode](seed, **options)
         except Exception as err:  # an error is a finding too: report it and go on
             problem = f"{type(err).__name__}: {str(err)[:600]}"
         if problem == SKIPPED:
