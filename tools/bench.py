@@ -660,7 +660,8 @@ def main(argv=None):
         for jax_cache in (False, True):
             for row in first_call.run(argparse.Namespace(
                     seq_len=(args.seq_lens or [65536])[0], num_segments=args.num_segments,
-                    num_pad_tokens=args.num_pad_tokens, jax_cache=jax_cache)):
+                    num_pad_tokens=args.num_pad_tokens, doc_median=args.doc_median,
+                    backend="auto", jax_cache=jax_cache)):
                 results.save(row)
     elif args.memory_sweep:
         run_memory_sweep(args, results.save)

@@ -61,12 +61,10 @@ def child(workload: dict, backend: str = "auto") -> dict:
 
 
 def run(args) -> list[dict]:
-    """Three fresh processes (cold, warm, warm again); args as main's (doc_median and backend may
-    be left out: 8 uniform cuts, "auto")."""
+    """Three fresh processes (cold, warm, warm again); args as main's."""
     workload = dict(seq_len=args.seq_len, num_segments=args.num_segments,
-                    num_pad_tokens=args.num_pad_tokens,
-                    doc_median=getattr(args, "doc_median", None))
-    backend = getattr(args, "backend", "auto")
+                    num_pad_tokens=args.num_pad_tokens, doc_median=args.doc_median)
+    backend = args.backend
     cache = tempfile.mkdtemp(prefix="kvax-cache-")
     env = dict(os.environ, KVAX_CACHE_DIR=os.path.join(cache, "kvax"))
     if args.jax_cache:
