@@ -23,7 +23,6 @@ import time
 
 import numpy as np
 
-# every case draws from its own generator: a failing seed reruns alone
 SKIPPED = "skipped"  # a case this machine cannot run
 
 
@@ -43,7 +42,7 @@ def variants_case(seed: int) -> str | None:
     from kvax.utils import FlashAttentionParamsConfig
     from kvax_testing import check_attention, mask_terms, packed_batch, soft_cap
 
-    r = np.random.default_rng(seed)
+    r = np.random.default_rng(seed)  # each case its own generator: a failing seed reruns alone
     kv_len = int(r.integers(1, 300))
     q_len = None if r.random() < 0.6 else int(r.integers(1, kv_len + 1))
     k_heads = int(r.choice([1, 2, 3]))
