@@ -223,7 +223,8 @@ def test_forward_tables_are_built_once_for_every_layer(scanned):
 def test_mask_carries_the_forward_schedule(is_causal, monkeypatch):
     """On a Hopper GPU (here pretended), a forward mask whose blocks take the default tiles
     (128x128 here) carries the forward's tables (Schedule: programs, the persistent work list
-    and, with the document chunks, the logsumexp's slots), equal to what a call would build;
+    and, with the document chunks, the logsumexp's slots) and the kernel's copies of the layout,
+    equal to what a call would build;
     other blocks and the backward's masks carry none. It goes through jit as part of the mask.
     Elsewhere no mask carries one (nothing would read it)."""
     batch = packed_batch(4, batch=2, kv_len=1300, num_heads=2, num_kv_heads=1)
@@ -247,6 +248,11 @@ def test_mask_carries_the_forward_schedule(is_causal, monkeypatch):
     assert (sched.slots is None) == (not is_causal)
     if is_causal:
         np.testing.assert_array_equal(sched.slots, mosaic_fwd.lse_slots(items, 1300, 128))
+    layouts = mosaic_fwd.kernel_layouts(*lay.arrays, pad_id=PADDING_SEGMENT_ID, config=config)
+    assert len(sched.layouts) == len(layouts) == 4
+    for got, want in zip(sched.layouts, layouts):
+        assert got.shape == (2, 1) + want.shape[1:]
+        np.testing.assert_array_equal(got[:, 0], want)
     assert sched.fits(config, doc_runs) and not sched.fits(config, None if is_causal else fwd)
     assert not sched.fits(dataclasses.replace(config, block_kv=64), doc_runs)
     (small,) = create_attention_mask(*lay.arrays, fwd_params=FlashAttentionParamsConfig(
@@ -256,8 +262,9 @@ def test_mask_carries_the_forward_schedule(is_causal, monkeypatch):
 
 def test_a_call_with_a_prebuilt_mask_builds_no_tables():
     """The forward reads the mask's schedule: lowered with the mask as an argument (as a model's
-    step or the benchmark passes it), it has no scan and no scatter before its kernel; the same
-    mask without its schedule builds them (what this test would catch)."""
+    step or the benchmark passes it), it has no scan, no scatter, and no padding or windowed
+    maximum of the layout before its kernel; the same mask without its schedule builds them
+    (what this test would catch)."""
     batch = packed_batch(6, batch=1, kv_len=2000, num_heads=4, num_kv_heads=2, head_dim=128,
                          dtype="bfloat16")
     lay = batch.layout
@@ -272,11 +279,13 @@ def test_a_call_with_a_prebuilt_mask_builds_no_tables():
                                           mask, 128, 2))
         text = jax.jit(fn).trace(q, k, k, mask, *lay.arrays).lower(
             lowering_platforms=("cuda",)).as_text()
-        return len(re.findall(r"stablehlo\.scatter|chlo\.scan|@cumsum", text))
+        return (len(re.findall(r"stablehlo\.scatter|chlo\.scan|@cumsum", text)),
+                len(re.findall(r"stablehlo\.pad|stablehlo\.reduce_window", text)))
 
     assert mask.schedule is not None and mosaic_fwd.choose_config(mask, 128, 2).persistent
-    assert lowered(mask) == 0
-    assert lowered(dataclasses.replace(mask, schedule=None)) > 0
+    assert lowered(mask) == (0, 0)
+    tables, layouts = lowered(dataclasses.replace(mask, schedule=None))
+    assert tables > 0 and layouts > 0
 
 
 def test_split_count_fills_one_wave_with_runs_of_a_few_tiles():

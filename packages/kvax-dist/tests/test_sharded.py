@@ -210,7 +210,8 @@ def test_mesh_kinds_and_how_they_are_given(explicit, how, jit, fake_mesh, mesh_d
 
 def test_forward_schedule_is_sharded_like_the_mask(fake_mesh, mesh_device_count, monkeypatch):
     """On a Hopper GPU (pretended on CPU) a mask with the Hopper forward's blocks carries its
-    schedule (kvax-core's Schedule); on a data x context mesh each device builds its own, and
+    schedule (kvax-core's Schedule: tables and the kernel's copies of the layout, queries local
+    and keys whole); on a data x context mesh each device builds its own, and
     the sharded arrays are each device's local schedule in place, as the mask's bounds are: the
     forward inside shard_map reads the one built from its own rows."""
     from kvax._src.attention import api
@@ -235,11 +236,13 @@ def test_forward_schedule_is_sharded_like_the_mask(fake_mesh, mesh_device_count,
             rows = slice(c * local_t, (c + 1) * local_t)
             (local,) = create_attention_mask_local(qp[b:b + 1, rows], qs[b:b + 1, rows],
                                                    kp[b:b + 1], ks[b:b + 1], p128)
-            for name in ("items", "work"):
-                want = np.asarray(getattr(local.schedule, name))
+            named = [("items", local.schedule.items, mask.schedule.items),
+                     ("work", local.schedule.work, mask.schedule.work)]
+            named += [(f"layouts[{i}]", x, y) for i, (x, y) in enumerate(
+                zip(local.schedule.layouts, mask.schedule.layouts))]
+            for name, want, got in named:
                 width = want.shape[1]
-                got = np.asarray(getattr(mask.schedule, name))[b:b + 1,
-                                                               c * width:(c + 1) * width]
+                got = np.asarray(got)[b:b + 1, c * width:(c + 1) * width]
                 np.testing.assert_array_equal(got, want, err_msg=f"{name} of shard {b}, {c}")
     assert mask.schedule.work.shape == (2, cp * local.schedule.work.shape[1])
 

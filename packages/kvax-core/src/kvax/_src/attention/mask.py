@@ -63,8 +63,8 @@ class AttentionMask:
     # for the Hopper forward (runs.doc_runs), [B, M, 4] int32; None elsewhere
     doc_runs: jax.Array | None = None
     # on a Hopper GPU (wants_schedule), forward masks whose blocks take the Hopper forward's
-    # default tiles: its tables (mosaic_fwd.Schedule, a pytree of [B, ...] arrays), built here
-    # once; None elsewhere
+    # default tiles: its tables and its copies of the layout (mosaic_fwd.Schedule, a pytree of
+    # [B, ...] arrays), built here once; None elsewhere
     schedule: object | None = None
 
     def tree_flatten(self):
@@ -283,7 +283,9 @@ def build_masks(
     skip_pad_tokens: bool, variant: MaskVariant = MaskVariant(), schedule: bool = False,
 ) -> tuple[AttentionMask, ...]:
     """(fwd,) or (fwd, dq, dkdv) masks for already validated int32 inputs; with schedule, the
-    forward mask carries the Hopper forward's tables where its blocks take them."""
+    forward mask carries the Hopper forward's tables and its copies of this layout where its
+    blocks take them."""
+    given = (query_positions, query_segment_ids, kv_positions, kv_segment_ids)
     query_segment_ids, kv_segment_ids = relabel_by_appearance(query_segment_ids, kv_segment_ids)
     args = (query_positions, query_segment_ids, kv_positions, kv_segment_ids)
     fwd = block_mask(*args, kind="fwd", query_block=fwd_params.query_block_size,
@@ -294,7 +296,8 @@ def build_masks(
     if schedule:
         from kvax._src.attention import mosaic_fwd  # (it imports this module)
 
-        fwd = dataclasses.replace(fwd, schedule=mosaic_fwd.schedule(fwd))
+        fwd = dataclasses.replace(fwd, schedule=mosaic_fwd.schedule(
+            fwd, *given, pad_id=PADDING_SEGMENT_ID))
     masks = [fwd]
     if bwd_params is not None:
         dq_q, dq_k = bwd_params.dq_blocks

@@ -346,20 +346,27 @@ def persistent_work(items):
 @jax.tree_util.register_pytree_node_class
 @dataclasses.dataclass(frozen=True, eq=False)
 class Schedule:
-    """The forward's tables for one mask and one tile shape, built once with the mask
-    (create_attention_mask, `schedule`) so that each call only reads them: in a model they were
-    built once per step anyway (XLA merges or hoists them across layers), but a call that gets
-    its mask as an argument rebuilt them every time, about eight small kernels before its own
-    on a GPU. A JAX pytree whose arrays lead with [B, rows], sharded like the mask's."""
+    """What the forward's kernel reads besides Q, K and V, for one mask and one tile shape,
+    built once with the mask (create_attention_mask, `schedule`) so that each call only reads
+    it: the tables and the kernels' copies of the layout. In a model these were built once per
+    step anyway (XLA merges or hoists them across layers), but a call that gets its mask as an
+    argument built them every time: eight small kernels before its own on a GPU for the tables,
+    three for the layout, 0.1-0.2 ms of a single call's wall time on an H200 at 64k tokens.
+    A JAX pytree whose arrays lead with [B, rows] (the layouts with [B, 1]: one per query
+    shard), sharded like the mask's."""
 
     items: jax.Array  # programs(): [B, P, 7]
     work: jax.Array  # persistent_work(items): [B, P]
     slots: jax.Array | None  # lse_slots() [B, T] where the document chunks are taken, else None
+    # kernel_layouts() of the ids the mask was built from, each with a [B, 1] lead
+    layouts: tuple[jax.Array, jax.Array, jax.Array, jax.Array]
     tokens: int  # the programs' rows (MosaicConfig.tokens)
     block_kv: int  # keys per tile (MosaicConfig.block_kv)
+    block_q: int  # rows per consumer (MosaicConfig.block_q)
 
     def tree_flatten(self):
-        return (self.items, self.work, self.slots), (self.tokens, self.block_kv)
+        return (self.items, self.work, self.slots, self.layouts), (
+            self.tokens, self.block_kv, self.block_q)
 
     @classmethod
     def tree_unflatten(cls, aux, children):
@@ -367,14 +374,30 @@ class Schedule:
 
     def fits(self, config: MosaicConfig, doc_runs) -> bool:
         """Whether a call with this config (and these document chunks, or None) reads these
-        tables."""
+        tables and layouts."""
         return (config.tokens == self.tokens and config.block_kv == self.block_kv
-                and config.pack == 1 and (doc_runs is not None) == (self.slots is not None))
+                and config.block_q == self.block_q and config.pack == 1
+                and (doc_runs is not None) == (self.slots is not None))
 
 
-def schedule(mask: AttentionMask) -> Schedule | None:
+def kernel_layouts(q_pos, q_seg, kv_pos, kv_seg, *, pad_id: int, config: MosaicConfig):
+    """(q_lay, k_lay, k_pads, q_pads): the layout as the kernel reads it (tiled_layout), past
+    the tokens by a chunk (a chunk's rows and keys may run up to one past them), and the padding
+    windows of each key tile and each consumer's rows (padding_windows; the rows' are read when
+    the forward stores Q for the backward)."""
+    rows, block_kv = config.rows, config.block_kv
+    t_pad, s_pad = round_up(q_pos.shape[1], rows), round_up(kv_pos.shape[1], block_kv)
+    return (tiled_layout(q_pos, q_seg, t_pad + rows, pad_id),
+            tiled_layout(kv_pos, kv_seg, s_pad + rows, pad_id),
+            padding_windows(kv_seg, pad_id, s_pad + rows, block_kv),
+            padding_windows(q_seg, pad_id, t_pad + rows, config.block_q // config.pack))
+
+
+def schedule(mask: AttentionMask, q_pos, q_seg, kv_pos, kv_seg, *,
+             pad_id: int) -> Schedule | None:
     """The Schedule of choose_config's tiles for training-length rows (two consumers of 64 rows,
-    128-key tiles: head dims up to 128), or None where the mask's blocks do not take them."""
+    128-key tiles: head dims up to 128) for a mask and the layout it was built from, or None
+    where the mask's blocks do not take them."""
     config = MosaicConfig(persistent=True)
     if (mask.kind != "fwd" or mask.row_block % config.rows or mask.col_block % config.block_kv
             or supported((mask.row_block, mask.col_block))):
@@ -383,7 +406,10 @@ def schedule(mask: AttentionMask) -> Schedule | None:
     t, s_len = mask.query_len, mask.kv_len
     items = programs(mask, config, t, s_len, doc_runs=doc_runs)
     slots = None if doc_runs is None else lse_slots(items, t, config.tokens)
-    return Schedule(items, persistent_work(items), slots, config.tokens, config.block_kv)
+    layouts = tuple(x[:, None] for x in kernel_layouts(q_pos, q_seg, kv_pos, kv_seg,
+                                                       pad_id=pad_id, config=config))
+    return Schedule(items, persistent_work(items), slots, layouts, config.tokens,
+                    config.block_kv, config.block_q)
 
 
 def work_block(code, num_items: int):
@@ -476,7 +502,6 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
         raise NotImplementedError(
             f"the Mosaic forward needs a mask whose blocks are multiples of {rows}x{block_kv}, got "
             f"{mask.row_block}x{mask.col_block}")
-    t_pad, s_pad = round_up(t, rows), round_up(s_len, block_kv)
     doc_runs = chunked(mask, config, h, variant)
     # the tables: the mask's schedule where it fits this call, else built here
     built = mask.schedule if mask.schedule is not None and mask.schedule.fits(
@@ -501,19 +526,23 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
     if config.overlap:
         v = jnp.where((kv_seg != pad_id)[:, :, None, None], v, jnp.zeros((), v.dtype))
     q, k, v = for_tma(q), for_tma(k), for_tma(v)
-    # a chunk's rows and keys may run up to a chunk past the tokens
-    q_lay = tiled_layout(q_pos, q_seg, t_pad + rows, pad_id)
+    # the layouts (and padding windows) the kernel reads: the mask's, built with it, where its
+    # schedule fits; else built here from the call's
+    if built is not None:
+        q_lay, k_lay, k_pads, q_pads = (x[:, 0] for x in built.layouts)
+    else:
+        q_lay, k_lay, k_pads, q_pads = kernel_layouts(q_pos, q_seg, kv_pos, kv_seg,
+                                                      pad_id=pad_id, config=config)
     if pack > 1:  # each program's rows in its consumers' order: per consumer, head by head
         r = jnp.arange(rows, dtype=jnp.int32)
         offsets = (r // block_q) * tq + r % tq
         rows_at = (items[..., :1] * TMA_ROWS + offsets).reshape(b, 1, num_items * rows)
         q_lay = jnp.take_along_axis(q_lay, jnp.broadcast_to(rows_at, (b, 2, num_items * rows)),
                                     axis=2)
-    k_lay = tiled_layout(kv_pos, kv_seg, s_pad + rows, pad_id)
-    # the flags per tile start, built only where the kernel reads them (else a placeholder)
+    # the padding windows only where the kernel reads them (else a placeholder)
     unread = jnp.zeros((b, 1), jnp.int32)
-    k_pads = unread if config.overlap else padding_windows(kv_seg, pad_id, s_pad + rows, block_kv)
-    q_pads = padding_windows(q_seg, pad_id, t_pad + rows, tq) if store_query else unread
+    k_pads = unread if config.overlap else k_pads
+    q_pads = q_pads if store_query else unread
     cap = logits_soft_cap
     qk_scale = logit_factor(scale, cap)
     fixed_m = capped_reference(cap, dtype)
