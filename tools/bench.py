@@ -61,6 +61,12 @@ def parse_args(argv=None):
                         "turn at each length, after each was measured once; rows read the "
                         "median of their rounds and keep them all (the GPU's clocks drift "
                         "between timings; turns spread that over every implementation alike)")
+    p.add_argument("--layers", type=int, default=1,
+                   help="time ours and the in-process peers as this many calls in one jitted "
+                        "function, each call's output the next one's query (a model's layers "
+                        "sharing keys, values and the mask), and report the time per call: "
+                        "without each call's dispatch and synchronisation, which a model's step "
+                        "pays once (peers in their own processes: one call, as without it)")
     p.add_argument("--peer-timeout", type=float, default=300,
                    help="seconds a peer's own process (FlexAttention, kvax 0.1.0) may take for one "
                         "length, compilation included, before it is killed and reported as skipped")
@@ -128,6 +134,7 @@ class Row:
     skipped: str | None = None
     detail: str | None = None
     rounds: dict | None = None  # {"fwd": [ms, ...], "fwdbwd": [...]} with --rounds
+    layers: int = 1  # calls chained in each timed function (--layers); times are per call
 
 
 def set_rates(row: Row, w: Workload):
@@ -144,9 +151,21 @@ def more_rounds(timed, rounds: int, repeats: int):
     row.rounds. timers: {"fwd" or "fwdbwd": a function that runs it once}."""
     more = in_turns(dict(enumerate(timers for _, timers in timed)), rounds - 1, repeats)
     for i, (row, timers) in enumerate(timed):
-        row.rounds = {kind: [getattr(row, f"{kind}_ms")] + more[i][kind] for kind in timers}
+        row.rounds = {kind: [getattr(row, f"{kind}_ms")] + [t / row.layers for t in more[i][kind]]
+                      for kind in timers}
         for kind, values in row.rounds.items():
             setattr(row, f"{kind}_ms", float(np.median(values)))
+
+
+def layered(attn, layers: int):
+    """attn(q, k, v, extra) -> output called `layers` times in turn, each output the next call's
+    query, as a model's layers call attention with one mask (--layers)."""
+    def chain(q, k, v, extra):
+        for _ in range(layers):
+            q = attn(q, k, v, extra)
+        return q
+
+    return chain
 
 
 def bench_ours(w: Workload, args, spec: str = "auto"):
@@ -175,26 +194,29 @@ def bench_ours(w: Workload, args, spec: str = "auto"):
 
     sinks = sink_logits(w)
     sinks = None if sinks is None else jnp.asarray(sinks)
-    fwd = jax.jit(lambda q, k, v, m: flash_attention(q, k, v, pos, seg, pos, seg, mask=m,
-                                                     scale=scale, **variant,
-                                                     logits_soft_cap=w.soft_cap, sinks=sinks,
-                                                     backend=backend,
-                                                     deterministic=not option))
+    def attn(q, k, v, m):
+        return flash_attention(q, k, v, pos, seg, pos, seg, mask=m, scale=scale, **variant,
+                               logits_soft_cap=w.soft_cap, sinks=sinks, backend=backend,
+                               deterministic=not option)
+
+    single = jax.jit(attn)
+    out = single(q, k, v, masks)
+    fwd = single if args.layers == 1 else jax.jit(layered(attn, args.layers))
 
     @jax.jit
     def fwdbwd(q, k, v, m, dout):
         _, vjp = jax.vjp(lambda *x: fwd(*x, m), q, k, v)
         return vjp(dout)
 
-    out = fwd(q, k, v, masks)
     dout = jnp.asarray(np.random.default_rng(3).standard_normal(out.shape), dt)
     resolved = backends.resolve(backend, q, k, v, fwd_params=masks[0].params)
     label = "kvax (ours)" if spec == args.backend else f"kvax (ours, {spec})"
-    row = Row(label, w.seq_len, mask_ms=mask_ms,
+    row = Row(label, w.seq_len, mask_ms=mask_ms, layers=args.layers,
               detail=f"backend {resolved}" + (f", {option} backward" if option else ""))
-    row.fwd_ms = median_ms(lambda: fwd(q, k, v, masks), args.repeats)
+    row.fwd_ms = median_ms(lambda: fwd(q, k, v, masks), args.repeats) / args.layers
     if args.mode.endswith("bwd"):
-        row.fwdbwd_ms = median_ms(lambda: fwdbwd(q, k, v, masks, dout), args.repeats)
+        row.fwdbwd_ms = median_ms(lambda: fwdbwd(q, k, v, masks, dout),
+                                  args.repeats) / args.layers
         row.peak_gib = memory_gib(fwdbwd, q, k, v, masks, dout)
     else:
         row.peak_gib = memory_gib(fwd, q, k, v, masks)
@@ -236,21 +258,22 @@ def _bench_jax_fn(name, attn, w, args, q, k, v, extra):
     import jax
     import jax.numpy as jnp
 
-    fwd = jax.jit(attn)
+    single = jax.jit(attn)
+    out = single(q, k, v, extra)
+    fwd = single if args.layers == 1 else jax.jit(layered(attn, args.layers))
 
     @jax.jit
     def fwdbwd(q, k, v, extra, dout):
-        _, vjp = jax.vjp(lambda q, k, v: attn(q, k, v, extra), q, k, v)
+        _, vjp = jax.vjp(lambda q, k, v: fwd(q, k, v, extra), q, k, v)
         return vjp(dout)
 
-    out = fwd(q, k, v, extra)
-    row = Row(name, w.seq_len)
+    row = Row(name, w.seq_len, layers=args.layers)
     timers = {"fwd": lambda: fwd(q, k, v, extra)}
-    row.fwd_ms = median_ms(timers["fwd"], args.repeats)
+    row.fwd_ms = median_ms(timers["fwd"], args.repeats) / args.layers
     if args.mode.endswith("bwd"):
         dout = jnp.asarray(np.random.default_rng(3).standard_normal(out.shape), out.dtype)
         timers["fwdbwd"] = lambda: fwdbwd(q, k, v, extra, dout)
-        row.fwdbwd_ms = median_ms(timers["fwdbwd"], args.repeats)
+        row.fwdbwd_ms = median_ms(timers["fwdbwd"], args.repeats) / args.layers
         row.peak_gib = memory_gib(fwdbwd, q, k, v, extra, dout)
     rows = sample_rows(w)
     return row, np.asarray(out[rows[:, 0], rows[:, 1]], np.float32), timers
@@ -312,13 +335,14 @@ def run_gpu(args, save):
     peers = [p for p in args.peers.split(",") if p]
     for seq_len in args.seq_lens or [16384, 65536]:
         w = for_args(args, seq_len)
-        entries, timed = [], []
+        entries, timed, saved = [], [], []
 
-        def save_entries():
+        def save_entries():  # the length's first save adds its entry, later ones rewrite it
             save(dict(workload=dataclasses.asdict(w), name=w.name,
                       allowed_pairs=w.allowed_pairs(), useful_fwd_flops=w.flops(False),
                       block_visited_fwd_flops=block_flops,
-                      rows=[dataclasses.asdict(r) for r in entries]), replace=len(entries) > 1)
+                      rows=[dataclasses.asdict(r) for r in entries]), replace=bool(saved))
+            saved.append(True)
 
         def record(row, start, timers=None):
             row.wall_s = time.perf_counter() - start
@@ -377,6 +401,10 @@ def print_table(entries, w: Workload, block_flops: float):
         print(f"{r.impl:<24}{fmt(r.fwd_ms, '9.2f')}{fmt(r.fwd_tflops, '10.1f')}"
               f"{fmt(r.fwdbwd_ms, '9.2f')}{fmt(r.fwdbwd_tflops, '10.1f')}{fmt(r.mask_ms, '9.2f')}"
               f"{fmt(r.peak_gib, '9.2f')}{fmt(r.rel_err_vs_ours, '13.2e')}{fmt(r.wall_s, '8.0f')}")
+    layered_rows = [r.impl for r in entries if r.layers > 1]
+    if layered_rows:
+        print(f"(ms per call: {', '.join(layered_rows)} timed as {entries[0].layers} calls "
+              "chained in one jitted function, --layers; the others one call at a time)")
     rounds = [r for r in entries if r.rounds]
     if rounds:
         print(f"(ms above: the median of {len(rounds[0].rounds['fwd'])} rounds in turn; "

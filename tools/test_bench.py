@@ -169,6 +169,46 @@ def test_rounds_time_every_in_process_row_in_turn(tmp_path, capsys):
     assert "the median of 3 rounds" in capsys.readouterr().out
 
 
+def test_layers_chain_the_calls_and_report_each_calls_time(tmp_path, capsys, monkeypatch):
+    """--layers 3: each timed function makes 3 attention calls, each output the next call's
+    query, and every time recorded (the first measurement and each round's) is per call: the
+    timed function's over 3 (here every timing reads 6 ms)."""
+    import measure
+    import kvax.ops
+
+    calls, real = [], kvax.ops.flash_attention
+
+    def counted(q, *args, **kwargs):
+        calls.append(q.shape)
+        return real(q, *args, **kwargs)
+
+    def six_ms(fn, repeats, wait=None):
+        jax.block_until_ready(fn())
+        return 6.0
+
+    monkeypatch.setattr(kvax.ops, "flash_attention", counted)
+    monkeypatch.setattr(bench, "median_ms", six_ms)
+    monkeypatch.setattr(measure, "median_ms", six_ms)
+    args = bench.parse_args(["mha_bwd", "--seq-lens", "96", "--doc-len", "40",
+                             "--num-pad-tokens", "7", "--heads", "2", "--kv-heads", "1",
+                             "--head-dim", "16", "--dtype", "float32", "--repeats", "1",
+                             "--rounds", "2", "--layers", "3", "--peers", "", "--out",
+                             str(tmp_path)])
+    saved = bench.ResultsFile(str(tmp_path), {"command": "test"})
+    bench.run_gpu(args, saved.save)
+    (ours,) = saved.results[0]["rows"]
+    assert ours["layers"] == 3 and ours["fwd_ms"] == ours["fwdbwd_ms"] == 2.0
+    assert ours["rounds"] == {"fwd": [2.0, 2.0], "fwdbwd": [2.0, 2.0]}
+    # traced once for the single call (whose output the peers are checked against), and 3
+    # times for the chain (its vjp reuses that trace)
+    assert len(calls) == 4
+    assert "timed as 3 calls chained" in capsys.readouterr().out
+
+    seen = []
+    chain = bench.layered(lambda q, k, v, extra: (seen.append(q), q + k)[1], 3)
+    assert chain(1, 10, None, None) == 31 and seen == [1, 11, 21]
+
+
 def test_memory_sweep_runs_ours_on_cpu(tmp_path, capsys):
     args = bench.parse_args(["mha_bwd", "--memory-sweep", "--seq-lens", "64", "--max-seq-len",
                              "256", "--doc-len", "50", "--num-pad-tokens", "5", "--heads", "2",
