@@ -500,6 +500,34 @@ def test_backward_keeps_delta_out_of_the_stacking():
         assert eqn.primitive.name == "optimization_barrier"
 
 
+@pytest.mark.parametrize("deterministic", [True, False], ids=["fixed", "float"])
+def test_backward_zeroes_its_dq_accumulator_from_its_own_barrier(deterministic):
+    """dQ's accumulator (int32 or float32, [B, N, tiles, 2, ...]) is zeros broadcast from an
+    optimization barrier's output, which also carries this call's stats: XLA fused the zeroing
+    of every unrolled layer's accumulator into one fusion, and all of them (1 GiB each at 64k
+    tokens x 32 heads) were then alive at once (tools/dev/memory_layers.py)."""
+    t, s = 200, 300
+    q = jnp.zeros((1, t, 4, 64), jnp.bfloat16)
+    k = jnp.zeros((1, s, 2, 64), jnp.bfloat16)
+    layout = _one_document(t, s)
+    *_, dkdv = build_masks(*layout, fwd_params=FWD, bwd_params=BWD128, skip_pad_tokens=True,
+                           variant=MaskVariant())
+
+    def backward(lse, delta):
+        return mosaic_bwd.backward(q, k, k, jnp.float32(0.1), *layout, lse, delta, q, dkdv,
+                                   variant=MaskVariant(), pad_id=PADDING_SEGMENT_ID,
+                                   deterministic=deterministic)
+
+    stats = jnp.zeros((1, 4, t), jnp.float32)
+    jaxpr = jax.make_jaxpr(backward)(stats, stats).jaxpr
+    producer = {var: eqn for eqn in jaxpr.eqns for var in eqn.outvars}
+    (fill,) = [eqn for eqn in jaxpr.eqns if eqn.primitive.name == "broadcast_in_dim"
+               and eqn.outvars[0].aval.ndim == 6]
+    barrier = producer[fill.invars[0]]
+    assert barrier.primitive.name == "optimization_barrier"
+    assert any(v.aval.shape[:2] == (1, 4) and v.aval.ndim == 4 for v in barrier.invars)
+
+
 def _all_eqns(jaxpr):
     """Every equation of a jaxpr and of the jaxprs inside it."""
     for eqn in jaxpr.eqns:
@@ -985,6 +1013,40 @@ def _assert_bitwise_and_padding_exact(batch, bwd=BWD):
         assert np.all(np.isfinite(x))
     assert np.all(first[0][pad] == 0) and np.all(first[1][pad] == 0)
     assert np.all(first[2][kv_pad] == 0) and np.all(first[3][kv_pad] == 0)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("deterministic", [True, False], ids=["fixed", "float"])
+def test_each_further_layer_keeps_only_its_residuals(deterministic):
+    """Compiled forward+backward of two chained attention calls (a model's layers, each output
+    the next call's query) against one: the second layer adds what it keeps for its backward
+    (its output and its zeroed Q copy, two query-sized arrays, and small stats), not its dQ
+    accumulator (int32 or float32: two more query-sized arrays) beside the first layer's."""
+    t, n, h = 4096, 8, 128
+    rng = np.random.default_rng(int(np.random.SeedSequence().entropy % 2**31))
+    q, k, v = (jnp.asarray(rng.standard_normal((1, t, heads, h)), jnp.bfloat16)
+               for heads in (n, 2, 2))
+    seg = jnp.asarray(np.repeat(np.arange(4), t // 4)[None], jnp.int32)
+    pos = jnp.asarray(np.tile(np.arange(t // 4), 4)[None], jnp.int32)
+    masks = create_attention_mask(pos, seg, pos, seg, fwd_params=FWD, bwd_params=BWD128,
+                                  calc_bwd_mask=True)
+
+    def compiled_bytes(layers):
+        def step(q, k, v, dout):
+            def chain(q, k, v):
+                for _ in range(layers):
+                    q = flash_attention(q, k, v, pos, seg, pos, seg, mask=masks, scale=0.1,
+                                        fwd_params=FWD, bwd_params=BWD128, backend="mosaic",
+                                        deterministic=deterministic)
+                return q
+            _, vjp = jax.vjp(chain, q, k, v)
+            return vjp(dout)
+        m = jax.jit(step).lower(q, k, v, q).compile().memory_analysis()
+        return m.temp_size_in_bytes + m.argument_size_in_bytes + m.output_size_in_bytes
+
+    extra = compiled_bytes(2) - compiled_bytes(1)
+    assert extra < 3 * q.nbytes, (extra, q.nbytes)
 
 
 @pytest.mark.gpu
