@@ -1019,10 +1019,12 @@ def _assert_bitwise_and_padding_exact(batch, bwd=BWD):
 @hopper
 @pytest.mark.parametrize("deterministic", [True, False], ids=["fixed", "float"])
 def test_each_further_layer_keeps_only_its_residuals(deterministic):
-    """Compiled forward+backward of two chained attention calls (a model's layers, each output
-    the next call's query) against one: the second layer adds what it keeps for its backward
-    (its output and its zeroed Q copy, two query-sized arrays, and small stats), not its dQ
-    accumulator (int32 or float32: two more query-sized arrays) beside the first layer's."""
+    """Compiled forward+backward of three chained attention calls (a model's layers, each
+    output the next call's query) against one: each further layer adds what it keeps for its
+    backward (its output and its zeroed Q copy, at most two query-sized arrays, and small
+    stats), not its dQ accumulator (int32 or float32: two more query-sized arrays) beside the
+    others'. At 64k tokens two further layers added 3.1 query-sized arrays, and 7 when XLA fused
+    the layers' accumulator zeroing (docs/bench/h100-2026-11-27-layers/)."""
     t, n, h = 4096, 8, 128
     rng = np.random.default_rng(int(np.random.SeedSequence().entropy % 2**31))
     q, k, v = (jnp.asarray(rng.standard_normal((1, t, heads, h)), jnp.bfloat16)
@@ -1045,8 +1047,9 @@ def test_each_further_layer_keeps_only_its_residuals(deterministic):
         m = jax.jit(step).lower(q, k, v, q).compile().memory_analysis()
         return m.temp_size_in_bytes + m.argument_size_in_bytes + m.output_size_in_bytes
 
-    extra = compiled_bytes(2) - compiled_bytes(1)
-    assert extra < 3 * q.nbytes, (extra, q.nbytes)
+    extra = (compiled_bytes(3) - compiled_bytes(1)) / q.nbytes
+    print(f"two further layers: {extra:.2f} query-sized arrays")
+    assert extra < 5, extra
 
 
 @pytest.mark.gpu
