@@ -473,11 +473,10 @@ def test_a_deep_step_traces_and_lowers_each_kernel_once(monkeypatch):
     assert traced_three == traced_one and traced_one["backward"] == 1, (traced_one, traced_three)
 
 
-def test_backward_keeps_delta_out_of_the_stacking():
-    """The kernel reads (logsumexp, delta) stacked; XLA fused delta's reduction into that stacking
-    and ran it 4.5x slower (1.65 vs 0.36 ms a step on an H100 at 64k): both stacked arrays come
-    out of an optimization barrier."""
-    t, s = 200, 300
+def _backward_jaxpr(t: int, deterministic: bool = False):
+    """The Mosaic backward's jaxpr for one document of t queries and 300 keys (4 query heads, 2
+    kv heads, head dim 64), and {var: the equation producing it}."""
+    s = 300
     q = jnp.zeros((1, t, 4, 64), jnp.bfloat16)
     k = jnp.zeros((1, s, 2, 64), jnp.bfloat16)
     layout = _one_document(t, s)
@@ -486,11 +485,20 @@ def test_backward_keeps_delta_out_of_the_stacking():
 
     def backward(lse, delta):
         return mosaic_bwd.backward(q, k, k, jnp.float32(0.1), *layout, lse, delta, q, dkdv,
-                                   variant=MaskVariant(), pad_id=PADDING_SEGMENT_ID)
+                                   variant=MaskVariant(), pad_id=PADDING_SEGMENT_ID,
+                                   deterministic=deterministic)
 
     stats = jnp.zeros((1, 4, t), jnp.float32)
     jaxpr = jax.make_jaxpr(backward)(stats, stats).jaxpr
-    producer = {var: eqn for eqn in jaxpr.eqns for var in eqn.outvars}
+    return jaxpr, {var: eqn for eqn in jaxpr.eqns for var in eqn.outvars}
+
+
+def test_backward_keeps_delta_out_of_the_stacking():
+    """The kernel reads (logsumexp, delta) stacked; XLA fused delta's reduction into that stacking
+    and ran it 4.5x slower (1.65 vs 0.36 ms a step on an H100 at 64k): both stacked arrays come
+    out of an optimization barrier."""
+    t = 200
+    jaxpr, producer = _backward_jaxpr(t)
     (stack,) = [eqn for eqn in jaxpr.eqns if eqn.primitive.name in ("stack", "concatenate")
                 and eqn.outvars[0].aval.shape == (1, 4, 2, t)]
     for var in stack.invars:
@@ -506,21 +514,7 @@ def test_backward_zeroes_its_dq_accumulator_from_its_own_barrier(deterministic):
     optimization barrier's output, which also carries this call's stats: XLA fused the zeroing
     of every unrolled layer's accumulator into one fusion, and all of them (1 GiB each at 64k
     tokens x 32 heads) were then alive at once (tools/dev/memory_layers.py)."""
-    t, s = 200, 300
-    q = jnp.zeros((1, t, 4, 64), jnp.bfloat16)
-    k = jnp.zeros((1, s, 2, 64), jnp.bfloat16)
-    layout = _one_document(t, s)
-    *_, dkdv = build_masks(*layout, fwd_params=FWD, bwd_params=BWD128, skip_pad_tokens=True,
-                           variant=MaskVariant())
-
-    def backward(lse, delta):
-        return mosaic_bwd.backward(q, k, k, jnp.float32(0.1), *layout, lse, delta, q, dkdv,
-                                   variant=MaskVariant(), pad_id=PADDING_SEGMENT_ID,
-                                   deterministic=deterministic)
-
-    stats = jnp.zeros((1, 4, t), jnp.float32)
-    jaxpr = jax.make_jaxpr(backward)(stats, stats).jaxpr
-    producer = {var: eqn for eqn in jaxpr.eqns for var in eqn.outvars}
+    jaxpr, producer = _backward_jaxpr(200, deterministic)
     (fill,) = [eqn for eqn in jaxpr.eqns if eqn.primitive.name == "broadcast_in_dim"
                and eqn.outvars[0].aval.ndim == 6]
     barrier = producer[fill.invars[0]]
