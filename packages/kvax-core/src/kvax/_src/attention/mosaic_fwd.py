@@ -351,9 +351,9 @@ class Schedule:
     it: the tables and the kernels' copies of the layout. In a model these were built once per
     step anyway (XLA merges or hoists them across layers), but a call that gets its mask as an
     argument built them every time: eight small kernels before its own on a GPU for the tables,
-    three for the layout, 0.1-0.2 ms of a single call's wall time on an H200 at 64k tokens.
-    A JAX pytree whose arrays lead with [B, rows] (the layouts with [B, 1]: one per query
-    shard), sharded like the mask's."""
+    three for the layout (docs/bench/h200x2-2026-11-27-mask-layouts/). A JAX pytree whose
+    arrays lead with [B, rows] (the layouts with [B, 1]: one per query shard), sharded like the
+    mask's."""
 
     items: jax.Array  # programs(): [B, P, 7]
     work: jax.Array  # persistent_work(items): [B, P]
