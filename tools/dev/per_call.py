@@ -42,10 +42,13 @@ SMI_FIELDS = "timestamp,clocks.sm,power.draw,clocks_throttle_reasons.active"
 def kernels(row: int, params, configs, public: bool = False):
     """(workload, inputs, {config: our forward with it, "fa3": FA3's varlen forward}), jitted;
     with public, also "api": kvax.ops.flash_attention with the layout and masks as arguments
-    (as tools/bench.py times it), and "apic": the same call closed over them."""
+    (as tools/bench.py times it), "apic": the same call closed over them, and "fa3a": FA3
+    with the same arguments passed and unused (their own cost)."""
     w = spike_mosaic.ROWS[row]
     (q, k, v, pos, seg), fns = spike_mosaic.kernels(w, configs, params)
     ours = {text: fns[text] for text in configs}
+    fa3 = spike_mosaic.fa3_forward(w, pos, seg)
+    peers = {"fa3": fa3}
     if public:
         import jax
 
@@ -53,16 +56,19 @@ def kernels(row: int, params, configs, public: bool = False):
 
         masks = kvax.ops.create_attention_mask(pos, seg, pos, seg, calc_bwd_mask=True,
                                                is_causal=w.causal)
-        api = jax.jit(lambda q, k, v, pos, seg, masks: kvax.ops.flash_attention(
-            q, k, v, pos, seg, pos, seg, mask=masks, scale=w.head_dim ** -0.5,
-            is_causal=w.causal))
+
+        def call(q, k, v, pos, seg, masks):
+            return kvax.ops.flash_attention(q, k, v, pos, seg, pos, seg, mask=masks,
+                                            scale=w.head_dim ** -0.5, is_causal=w.causal)
+
+        api = jax.jit(call)
         ours["api"] = lambda q, k, v: api(q, k, v, pos, seg, masks)
-        # the same call closed over the layout and the masks: XLA folds what the call builds
-        # from them (the kernels' layouts, the padding windows) into constants
-        ours["apic"] = jax.jit(lambda q, k, v: kvax.ops.flash_attention(
-            q, k, v, pos, seg, pos, seg, mask=masks, scale=w.head_dim ** -0.5,
-            is_causal=w.causal))
-    return w, (q, k, v), {**ours, "fa3": spike_mosaic.fa3_forward(w, pos, seg)}
+        # closed over the layout and the masks: XLA folds what the call builds from them
+        ours["apic"] = jax.jit(lambda q, k, v: call(q, k, v, pos, seg, masks))
+        # FA3 handed the same arguments, unused: what passing them costs
+        carried = jax.jit(lambda q, k, v, pos, seg, masks: fa3(q, k, v), keep_unused=True)
+        peers["fa3a"] = lambda q, k, v: carried(q, k, v, pos, seg, masks)
+    return w, (q, k, v), {**ours, **peers}
 
 
 def timed_calls(fns, args, turns: int, bursts: int):
@@ -135,7 +141,8 @@ def main(argv=None):
     p.add_argument("--turns", type=int, default=40)
     p.add_argument("--bursts", type=int, default=10)
     p.add_argument("--public", action="store_true",
-                   help="also the public call (\"api\"), and closed over the layout and masks (\"apic\")")
+                   help="also the public call (\"api\"), closed over the layout and masks (\"apic\"), "
+                        "and FA3 given them as unused arguments (\"fa3a\")")
     args = p.parse_args(argv)
     import jax
 
