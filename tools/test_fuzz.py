@@ -34,3 +34,14 @@ def test_fuzz_catches_a_wrong_attention(monkeypatch, capsys):
     assert fuzz.main(["variants", "--seeds", "3:5"]) == 1
     out = capsys.readouterr().out
     assert "FAIL variants seed 3" in out and "FAIL variants seed 4" in out and " 2 failed" in out
+
+
+def test_fuzz_jobs_share_the_seeds_between_processes(capsys):
+    """--jobs 2: each seed runs once, in one of two child processes, and the summary counts
+    them all."""
+    import fuzz
+
+    assert fuzz.main(["jax_nn", "--seeds", "0:3", "--jobs", "2"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert sorted(line.split()[3] for line in out if line.startswith("ok ")) == ["0", "1", "2"]
+    assert "in 2 processes, 3 passed, 0 failed" in out[-1], out[-1]

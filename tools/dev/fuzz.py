@@ -4,6 +4,7 @@
     python tools/dev/fuzz.py jax_nn --seeds 0:100     # kvax.nn vs jax.nn (implementation="xla")
     python tools/dev/fuzz.py sharded --seeds 0:100    # 8 fake CPU devices vs one device
     python tools/dev/fuzz.py sharded --platform gpu   # the machine's GPUs (up to 8) vs one
+    python tools/dev/fuzz.py variants --seeds 0:60 --jobs 6   # seeds shared by 6 processes
 
 Each seed draws one case: lengths (odd ones, T < S), heads (GQA/MQA), head dim, dtype, causality,
 windows, soft cap, sinks, the returned logsumexp, id styles, positions, block sizes, padding
@@ -17,8 +18,11 @@ are fixed cases; this is for a change that deserves more: 100 seeds take 5-15 mi
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import os
+import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -264,6 +268,36 @@ def sharded_case(seed: int, platform: str = "cpu") -> str | None:
 CASES = {"variants": variants_case, "jax_nn": jax_nn_case, "sharded": sharded_case}
 
 
+def in_processes(args) -> int:
+    """main() over args.jobs child processes, each a contiguous share of the seeds: their lines
+    echoed as they come, then one summary of all of them."""
+    first, stop = (int(x) for x in args.seeds.split(":"))
+    bounds = np.linspace(first, stop, min(args.jobs, stop - first) + 1).round().astype(int)
+    counts = {"ok": 0, "FAIL": 0, "skip": 0}
+    lock, t0 = threading.Lock(), time.time()
+
+    def run(a: int, b: int) -> int:
+        child = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), args.mode, "--seeds", f"{a}:{b}",
+             "--platform", args.platform], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True)
+        for line in child.stdout:
+            word = line.split(" ", 1)[0]
+            with lock:
+                if word in counts and " seed " in line:
+                    counts[word] += 1
+                print(line, end="", flush=True)
+        return child.wait()
+
+    with concurrent.futures.ThreadPoolExecutor(len(bounds) - 1) as pool:
+        codes = list(pool.map(run, bounds[:-1], bounds[1:]))
+    crashed = sum(code not in (0, 1) for code in codes)  # 1: a case failed, which it printed
+    print(f"{args.mode}: seeds {args.seeds} in {len(codes)} processes, {counts['ok']} passed, "
+          f"{counts['FAIL'] + crashed} failed, {counts['skip']} skipped (sharded: fewer than 2 "
+          f"devices), {time.time() - t0:.0f} s", flush=True)
+    return 1 if counts["FAIL"] or crashed else 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -271,7 +305,12 @@ def main(argv=None) -> int:
     p.add_argument("--seeds", default="0:20", help="START:STOP, one case per seed")
     p.add_argument("--platform", default="cpu", choices=["cpu", "gpu"],
                    help="sharded: the devices the meshes are made of (cpu: 8 fake ones)")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="processes, each taking a share of the seeds (on a GPU most of a case's "
+                        "time is compiling its kernels on the host, which runs side by side)")
     args = p.parse_args(argv)
+    if args.jobs > 1:
+        return in_processes(args)
     if args.mode == "sharded" and args.platform == "cpu" and "jax" not in sys.modules:
         os.environ.setdefault("JAX_NUM_CPU_DEVICES", "8")  # before JAX starts
     options = {"platform": args.platform} if args.mode == "sharded" else {}
