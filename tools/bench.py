@@ -199,35 +199,14 @@ def bench_ours(w: Workload, args, spec: str = "auto"):
                                logits_soft_cap=w.soft_cap, sinks=sinks, backend=backend,
                                deterministic=not option)
 
-    single = jax.jit(attn)
-    out = single(q, k, v, masks)
-    fwd = single if args.layers == 1 else jax.jit(layered(attn, args.layers))
-
-    @jax.jit
-    def fwdbwd(q, k, v, m, dout):
-        _, vjp = jax.vjp(lambda *x: fwd(*x, m), q, k, v)
-        return vjp(dout)
-
-    dout = jnp.asarray(np.random.default_rng(3).standard_normal(out.shape), dt)
-    resolved = backends.resolve(backend, q, k, v, fwd_params=masks[0].params)
     label = "kvax (ours)" if spec == args.backend else f"kvax (ours, {spec})"
-    row = Row(label, w.seq_len, mask_ms=mask_ms, layers=args.layers,
-              detail=f"backend {resolved}" + (f", {option} backward" if option else ""))
-    row.fwd_ms = median_ms(lambda: fwd(q, k, v, masks), args.repeats) / args.layers
-    if args.mode.endswith("bwd"):
-        row.fwdbwd_ms = median_ms(lambda: fwdbwd(q, k, v, masks, dout),
-                                  args.repeats) / args.layers
-        row.peak_gib = memory_gib(fwdbwd, q, k, v, masks, dout)
-    else:
-        row.peak_gib = memory_gib(fwd, q, k, v, masks)
-    rows = sample_rows(w)
-    sampled = np.asarray(out[rows[:, 0], rows[:, 1]], np.float32)
+    row, sampled, timers = _bench_jax_fn(label, attn, w, args, q, k, v, masks, fwd_memory=True)
+    resolved = backends.resolve(backend, q, k, v, fwd_params=masks[0].params)
+    row.mask_ms = mask_ms
+    row.detail = f"backend {resolved}" + (f", {option} backward" if option else "")
     visited = sum(int(np.count_nonzero(masks[0].block_classes(b))) for b in range(w.batch))
     block_flops = (4.0 * w.num_heads * w.head_dim * visited * masks[0].row_block
                    * masks[0].col_block)
-    timers = {"fwd": lambda: fwd(q, k, v, masks)}
-    if args.mode.endswith("bwd"):
-        timers["fwdbwd"] = lambda: fwdbwd(q, k, v, masks, dout)
     return row, sampled, masks, block_flops, timers
 
 
@@ -253,8 +232,10 @@ def bench_jax_peer(peer, w: Workload, args):
     return row, out, timers
 
 
-def _bench_jax_fn(name, attn, w, args, q, k, v, extra):
-    """Times attn(q, k, v, extra) forward and forward+backward (gradients of q, k, v)."""
+def _bench_jax_fn(name, attn, w, args, q, k, v, extra, fwd_memory=False):
+    """Times attn(q, k, v, extra) forward and forward+backward (gradients of q, k, v), each as
+    args.layers chained calls (--layers); memory is forward+backward's, or with fwd_memory the
+    forward's in the forward-only modes. (row, the output's sampled rows, timers)."""
     import jax
     import jax.numpy as jnp
 
@@ -275,6 +256,8 @@ def _bench_jax_fn(name, attn, w, args, q, k, v, extra):
         timers["fwdbwd"] = lambda: fwdbwd(q, k, v, extra, dout)
         row.fwdbwd_ms = median_ms(timers["fwdbwd"], args.repeats) / args.layers
         row.peak_gib = memory_gib(fwdbwd, q, k, v, extra, dout)
+    elif fwd_memory:
+        row.peak_gib = memory_gib(fwd, q, k, v, extra)
     rows = sample_rows(w)
     return row, np.asarray(out[rows[:, 0], rows[:, 1]], np.float32), timers
 
@@ -335,14 +318,13 @@ def run_gpu(args, save):
     peers = [p for p in args.peers.split(",") if p]
     for seq_len in args.seq_lens or [16384, 65536]:
         w = for_args(args, seq_len)
-        entries, timed, saved = [], [], []
+        entries, timed = [], []
 
-        def save_entries():  # the length's first save adds its entry, later ones rewrite it
+        def save_entries(replace: bool):  # the length's entry: added, then rewritten
             save(dict(workload=dataclasses.asdict(w), name=w.name,
                       allowed_pairs=w.allowed_pairs(), useful_fwd_flops=w.flops(False),
                       block_visited_fwd_flops=block_flops,
-                      rows=[dataclasses.asdict(r) for r in entries]), replace=bool(saved))
-            saved.append(True)
+                      rows=[dataclasses.asdict(r) for r in entries]), replace=replace)
 
         def record(row, start, timers=None):
             row.wall_s = time.perf_counter() - start
@@ -350,7 +332,7 @@ def run_gpu(args, save):
             entries.append(row)
             if timers and args.rounds > 1:  # else let its arrays go before the next one's
                 timed.append((row, timers))
-            save_entries()
+            save_entries(replace=len(entries) > 1)
             done = (f"skipped: {row.skipped}" if row.skipped else
                     f"fwd {fmt(row.fwd_ms, '.2f')} ms, f+b {fmt(row.fwdbwd_ms, '.2f')} ms")
             print(f"  {w.name} {row.impl}: {done} ({row.wall_s:.0f} s)", flush=True)
@@ -379,7 +361,7 @@ def run_gpu(args, save):
             more_rounds(timed, args.rounds, args.repeats)
             for row, _ in timed:
                 set_rates(row, w)
-            save_entries()
+            save_entries(replace=True)
         print_table(entries, w, block_flops)
 
 
