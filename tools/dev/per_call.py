@@ -3,8 +3,9 @@ FlashAttention-3's on benchmark rows, with the GPU's SM clock and power logged b
 much each kernel's calls spread, and whether the spread follows the clock (the spike's medians
 of 10 calls read ratios that moved by 5-10% between rounds and machines).
 
-Two passes per row: single calls of each kernel in turn (every other turn in reverse), then
-bursts of 10 calls of one kernel in turn. nvidia-smi samples every 20 ms; each
+Three passes per row: single calls of each kernel in turn (every other turn in reverse), then
+bursts of 10 calls of one kernel in turn, each waited for, then bursts of 10 queued calls with one
+wait (recorded as a tenth of the burst: the host's work per call hidden behind the GPU's). nvidia-smi samples every 20 ms; each
 single call is matched with the samples taken while it ran. Writes every call to
 OUT/calls-ROW.txt (pass, turn, kernel, call in burst, start time, ms) and the samples to
 OUT/smi.csv, and prints the summaries.
@@ -86,6 +87,14 @@ def timed_calls(fns, args, turns: int, bursts: int):
                     start = time.time()
                     jax.block_until_ready(fns[name](*args))
                     calls.append((mode, i, name, j, start, (time.time() - start) * 1e3))
+    # 10 calls queued before one wait, as a training step queues its layers: the host's work of
+    # a call (its arguments, the launch) overlaps the previous call's kernels; a tenth of each
+    # burst's time is recorded as one call
+    for i in range(bursts):
+        for name in (list(fns) if i % 2 == 0 else list(fns)[::-1]):
+            start = time.time()
+            jax.block_until_ready([fns[name](*args) for _ in range(10)])
+            calls.append(("queued", i, name, 0, start, (time.time() - start) * 1e2))
     return calls
 
 
@@ -104,7 +113,7 @@ def smi_samples(path: str):
 
 def summarise(label: str, calls, samples) -> None:
     names = list(dict.fromkeys(c[2] for c in calls))  # the kernels in their first turn's order
-    for mode in ("alternate", "bursts"):
+    for mode in ("alternate", "bursts", "queued"):
         for name in names:
             ms = [c[5] for c in calls if c[0] == mode and c[2] == name]
             print(f"{label} {mode:<9} {name:<4} calls {len(ms):3d}  min {min(ms):6.2f}  p10 "
