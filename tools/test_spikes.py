@@ -135,10 +135,12 @@ def test_per_call_matches_calls_with_the_clock_samples_taken_while_they_ran(tmp_
         calls.append(("alternate", i, "fa3", 0, t0 + 5.0, 1.0))
     calls += [("bursts", 0, name, j, t0 + 9, ms) for name, ms in (("64x128x2", 4.0), ("fa3", 5.0))
               for j in range(3)]
+    calls += [("queued", 0, "fa3", 0, t0 + 9, 0.5)]  # ours has no queued burst: no line
     per_call.summarise("row", calls, samples)
     out = capsys.readouterr().out.splitlines()
     assert out[0].split()[:4] == ["row", "alternate", "64x128x2", "calls"]
     assert "median   2.50" in out[0] and "median   1.00" in out[1]
-    assert "bursts' medians: 4.00" in out[4] and "bursts' medians: 5.00" in out[6]
-    assert "64x128x2 single calls with clock samples 4: corr(ms, MHz) -1.00" in out[5]
-    assert len(out) == 7  # no clock line for FA3: none of its calls met a sample
+    assert out[4].split()[1:3] == ["queued", "fa3"] and "median   0.50" in out[4]
+    assert "bursts' medians: 4.00" in out[5] and "bursts' medians: 5.00" in out[7]
+    assert "64x128x2 single calls with clock samples 4: corr(ms, MHz) -1.00" in out[6]
+    assert len(out) == 8  # no clock line for FA3: none of its calls met a sample

@@ -116,6 +116,8 @@ def summarise(label: str, calls, samples) -> None:
     for mode in ("alternate", "bursts", "queued"):
         for name in names:
             ms = [c[5] for c in calls if c[0] == mode and c[2] == name]
+            if not ms:
+                continue
             print(f"{label} {mode:<9} {name:<4} calls {len(ms):3d}  min {min(ms):6.2f}  p10 "
                   f"{np.percentile(ms, 10):6.2f}  median {statistics.median(ms):6.2f}  p90 "
                   f"{np.percentile(ms, 90):6.2f}  max {max(ms):6.2f} ms", flush=True)
