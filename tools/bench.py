@@ -62,11 +62,11 @@ def parse_args(argv=None):
                         "median of their rounds and keep them all (the GPU's clocks drift "
                         "between timings; turns spread that over every implementation alike)")
     p.add_argument("--layers", type=int, default=1,
-                   help="time ours and the in-process peers as this many calls in one jitted "
-                        "function, each call's output the next one's query (a model's layers "
-                        "sharing keys, values and the mask), and report the time per call: "
-                        "without each call's dispatch and synchronisation, which a model's step "
-                        "pays once (peers in their own processes: one call, as without it)")
+                   help="time every implementation as this many calls in one jitted function "
+                        "(torch: queued before one wait), each call's output the next one's "
+                        "query (a model's layers sharing keys, values and the mask), and report "
+                        "the time per call: without each call's dispatch and synchronisation, "
+                        "which a model's step pays once")
     p.add_argument("--peer-timeout", type=float, default=300,
                    help="seconds a peer's own process (FlexAttention, kvax 0.1.0) may take for one "
                         "length, compilation included, before it is killed and reported as skipped")
@@ -262,13 +262,15 @@ def _bench_jax_fn(name, attn, w, args, q, k, v, extra, fwd_memory=False):
     return row, np.asarray(out[rows[:, 0], rows[:, 1]], np.float32), timers
 
 
-def run_peer_process(which, w: Workload, once=False, timeout=300.0) -> dict:
-    """tools/peer_process.py in its own process; its result, or RuntimeError with the peer's reason
-    (a process still running after timeout seconds is killed and reported)."""
+def run_peer_process(which, w: Workload, once=False, timeout=300.0, layers=1) -> dict:
+    """tools/peer_process.py in its own process (its calls chained `layers` times, as --layers);
+    its result, or RuntimeError with the peer's reason (a process still running after timeout
+    seconds is killed and reported)."""
     with tempfile.TemporaryDirectory() as tmp:
         out_json = os.path.join(tmp, "out.json")
         cmd = [sys.executable, os.path.join(os.path.dirname(__file__), "peer_process.py"), which,
-               json.dumps(dataclasses.asdict(w)), out_json] + (["--once"] if once else [])
+               json.dumps(dataclasses.asdict(w)), out_json] + (["--once"] if once else []) + (
+                   ["--layers", str(layers)] if layers > 1 else [])
         env = dict(PEER_ENV)
         if not env.get("TRITON_CACHE_DIR"):
             env["TRITON_CACHE_DIR"] = os.path.join(tmp, "triton-cache")
@@ -290,8 +292,8 @@ def run_peer_process(which, w: Workload, once=False, timeout=300.0) -> dict:
 
 
 def bench_subprocess(which, name, w: Workload, args):
-    res = run_peer_process(which, w, timeout=args.peer_timeout)
-    row = Row(name, w.seq_len, fwd_ms=res["fwd_ms"],
+    res = run_peer_process(which, w, timeout=args.peer_timeout, layers=args.layers)
+    row = Row(name, w.seq_len, layers=args.layers, fwd_ms=res["fwd_ms"],
               fwdbwd_ms=res["fwdbwd_ms"] if args.mode.endswith("bwd") else None,
               mask_ms=res.get("mask_ms"),
               peak_gib=res["peak_bytes"] / 2**30 if res.get("peak_bytes") else None)
@@ -385,8 +387,9 @@ def print_table(entries, w: Workload, block_flops: float):
               f"{fmt(r.peak_gib, '9.2f')}{fmt(r.rel_err_vs_ours, '13.2e')}{fmt(r.wall_s, '8.0f')}")
     layered_rows = [r.impl for r in entries if r.layers > 1]
     if layered_rows:
-        print(f"(ms per call: {', '.join(layered_rows)} timed as {entries[0].layers} calls "
-              "chained in one jitted function, --layers; the others one call at a time)")
+        print(f"(ms per call: {', '.join(layered_rows)} timed as {max(r.layers for r in entries)}"
+              " calls chained (in one jitted function, or queued in torch), --layers; the others "
+              "one call at a time)")
     rounds = [r for r in entries if r.rounds]
     if rounds:
         print(f"(ms above: the median of {len(rounds[0].rounds['fwd'])} rounds in turn; "

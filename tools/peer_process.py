@@ -1,13 +1,14 @@
 """The peers that run in their own process (tools/peers.py describes them): PyTorch
 FlexAttention and the original kvax 0.1.0.
 
-    python tools/peer_process.py {flex,kvax010} WORKLOAD_JSON OUT_JSON [--once]
+    python tools/peer_process.py {flex,kvax010} WORKLOAD_JSON OUT_JSON [--once] [--layers N]
 
 Timed (the default): writes {"fwd_ms", "fwdbwd_ms", "mask_ms", "peak_bytes", "out"} (out: the
 output at sample_rows, float32; FlexAttention adds "mask_peak_bytes", the peak while its block
 mask is made) to OUT_JSON. --once (the memory sweep): one forward+backward on
 random inputs made on the device, writes {"peak_bytes"}. Either writes {"skipped": reason} when
-the peer fails; the traceback goes to stderr.
+the peer fails; the traceback goes to stderr. --layers N times N calls chained, each output the
+next call's query (bench.py --layers), and reports the time per call; "out" stays one call's.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from workloads import Workload, inputs, sample_rows, shapes  # noqa: E402
 REPEATS = 10
 
 
-def run_flex(w: Workload, once: bool) -> dict:
+def run_flex(w: Workload, once: bool, layers: int = 1) -> dict:
     import torch
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
@@ -61,14 +62,18 @@ def run_flex(w: Workload, once: bool) -> dict:
     cap = w.soft_cap
     score_mod = None if cap is None else (lambda x, b, h, i, j: cap * torch.tanh(x / cap))
 
-    def fwd():
+    def call(q):
         return attn(q, k, v, block_mask=block_mask, scale=scale, enable_gqa=True,
                     score_mod=score_mod)
 
+    def fwd():
+        o = q
+        for _ in range(layers):
+            o = call(o)
+        return o
+
     def fwdbwd():
-        o = attn(q, k, v, block_mask=block_mask, scale=scale, enable_gqa=True,
-                 score_mod=score_mod)
-        return torch.autograd.grad(o, (q, k, v), dout)
+        return torch.autograd.grad(fwd(), (q, k, v), dout)
 
     dout = torch.randn((w.batch, w.num_heads, w.seq_len, w.head_dim), device=dev, dtype=dtype)
     if once:
@@ -80,10 +85,10 @@ def run_flex(w: Workload, once: bool) -> dict:
     mask_ms = median_ms(make_mask, REPEATS, wait)
     mask_peak_bytes = torch.cuda.max_memory_allocated()
     torch.cuda.reset_peak_memory_stats()  # the attention's own peak from here
-    out = fwd()
-    fwd_ms = median_ms(fwd, REPEATS, wait)
+    out = call(q)
+    fwd_ms = median_ms(fwd, REPEATS, wait) / layers
     q.requires_grad_(True), k.requires_grad_(True), v.requires_grad_(True)
-    fwdbwd_ms = median_ms(fwdbwd, REPEATS, wait)
+    fwdbwd_ms = median_ms(fwdbwd, REPEATS, wait) / layers
     rows = sample_rows(w)
     sampled = out.transpose(1, 2)[rows[:, 0], rows[:, 1]].float().cpu().numpy()
     return dict(fwd_ms=fwd_ms, fwdbwd_ms=fwdbwd_ms, mask_ms=mask_ms,
@@ -108,7 +113,7 @@ def _shim_old_jax():
     os.environ.setdefault("TRITON_ALLOW_NON_CONSTEXPR_GLOBALS", "1")
 
 
-def run_kvax010(w: Workload, once: bool) -> dict:
+def run_kvax010(w: Workload, once: bool, layers: int = 1) -> dict:
     if not os.path.isdir("/tmp/kvax010"):
         return dict(skipped="kvax 0.1.0 is not installed (its wheel goes in .whl/)")
     sys.path.insert(0, "/tmp/kvax010")
@@ -142,10 +147,15 @@ def run_kvax010(w: Workload, once: bool) -> dict:
 
         mask = tuple(AttentionMask.unflatten(m) for m in make_mask(pos, seg))
 
-        @jax.jit
-        def fwd(q, k, v):
+        def call(q, k, v):
             return flash_attention(q, k, v, pos, seg, pos, seg, mask, scale=scale,
                                    fwd_params=fwd_params, bwd_params=bwd_params)
+
+        @jax.jit
+        def fwd(q, k, v):
+            for _ in range(layers):
+                q = call(q, k, v)
+            return q
 
         @jax.jit
         def fwdbwd(q, k, v, dout):
@@ -155,10 +165,10 @@ def run_kvax010(w: Workload, once: bool) -> dict:
         if once:
             jax.block_until_ready(fwdbwd(q, k, v, dout))
             return dict(peak_bytes=None)
-        out = fwd(q, k, v)
+        out = jax.jit(call)(q, k, v)
         mask_ms = median_ms(lambda: make_mask(pos, seg), REPEATS)
-        fwd_ms = median_ms(lambda: fwd(q, k, v), REPEATS)
-        fwdbwd_ms = median_ms(lambda: fwdbwd(q, k, v, dout), REPEATS)
+        fwd_ms = median_ms(lambda: fwd(q, k, v), REPEATS) / layers
+        fwdbwd_ms = median_ms(lambda: fwdbwd(q, k, v, dout), REPEATS) / layers
         gib = memory_gib(fwdbwd, q, k, v, dout)
     rows = sample_rows(w)
     sampled = np.asarray(out[rows[:, 0], rows[:, 1]], np.float32)
@@ -168,10 +178,12 @@ def run_kvax010(w: Workload, once: bool) -> dict:
 
 def main():
     which, workload_json, out_json = sys.argv[1:4]
-    once = "--once" in sys.argv[4:]
+    flags = sys.argv[4:]
+    once = "--once" in flags
+    layers = int(flags[flags.index("--layers") + 1]) if "--layers" in flags else 1
     w = Workload(**json.loads(workload_json))
     try:
-        result = {"flex": run_flex, "kvax010": run_kvax010}[which](w, once)
+        result = {"flex": run_flex, "kvax010": run_kvax010}[which](w, once, layers)
     except Exception as err:  # a peer that fails is reported, never silently dropped
         result = dict(skipped=f"{type(err).__name__}: {str(err).splitlines()[0][:300]}")
         traceback.print_exc()  # the whole story on stderr, kept by bench.py in results.json

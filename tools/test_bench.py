@@ -2,6 +2,7 @@
 
 import json
 import re
+import sys
 
 import jax
 import numpy as np
@@ -96,6 +97,35 @@ def test_peer_process_gets_a_triton_cache_dir(monkeypatch, tmp_path):
                                             args)
     assert seen["TRITON_CACHE_DIR"]
     assert row.fwd_ms == 1.0 and row.fwdbwd_ms == 2.0 and timers is None  # not in --rounds
+
+
+def test_layers_reach_the_peer_process(monkeypatch, tmp_path):
+    """--layers 4: the peer's process is asked for 4 chained calls, and reads the flag (its times
+    come back per call, the row says so)."""
+    import peer_process
+
+    commands = []
+
+    def fake_run(cmd, env, **kw):
+        commands.append(cmd)
+        with open(cmd[4], "w") as f:
+            f.write('{"fwd_ms": 1.0, "fwdbwd_ms": 2.0, "peak_bytes": 0, "out": [[0.0]]}')
+        return type("Proc", (), {"stderr": ""})()
+
+    monkeypatch.setattr(bench.subprocess, "run", fake_run)
+    args = bench.parse_args(["mha_bwd", "--out", str(tmp_path), "--layers", "4"])
+    row, _, _ = bench.bench_subprocess("flex", "FlexAttention (torch)", bench.Workload(64), args)
+    assert commands[0][5:] == ["--layers", "4"] and row.layers == 4
+
+    seen = []
+    monkeypatch.setattr(peer_process, "run_flex", lambda w, once, layers: seen.append(
+        (once, layers)) or {"fwd_ms": 1.0})
+    for flags, expected in (([], (False, 1)), (["--layers", "4"], (False, 4)),
+                            (["--once"], (True, 1))):
+        monkeypatch.setattr(sys, "argv", ["peer_process.py", "flex", '{"seq_len": 64}',
+                                          str(tmp_path / "out.json")] + flags)
+        peer_process.main()
+        assert seen[-1] == expected
 
 
 def test_stuck_peer_process_is_killed_and_reported(monkeypatch, tmp_path):
