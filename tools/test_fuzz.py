@@ -45,3 +45,18 @@ def test_fuzz_jobs_share_the_seeds_between_processes(capsys):
     out = capsys.readouterr().out.splitlines()
     assert sorted(line.split()[3] for line in out if line.startswith("ok ")) == ["0", "1", "2"]
     assert "in 2 processes, 3 passed, 0 failed" in out[-1], out[-1]
+
+
+def test_fuzz_time_limit_stops_before_a_new_case(monkeypatch, capsys):
+    """--time-limit: no case starts after the limit, and the summary counts the cases that ran,
+    not the seeds asked for (here the clock jumps 10 s at each reading: two cases start before 45 s)."""
+    import fuzz
+
+    clock = iter(range(0, 10_000, 10))
+    monkeypatch.setattr(fuzz.time, "time", lambda: float(next(clock)))
+    monkeypatch.setitem(fuzz.CASES, "jax_nn", lambda seed: None)
+    assert fuzz.main(["jax_nn", "--seeds", "0:50", "--time-limit", "45"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split()[3] for line in out if line.startswith("ok ")] == ["0", "1"]
+    assert out[-2].startswith("stop jax_nn: --time-limit 45 s reached before seed 2")
+    assert "seeds 0:50, 2 passed, 0 failed" in out[-1], out[-1]

@@ -5,6 +5,7 @@
     python tools/dev/fuzz.py sharded --seeds 0:100    # 8 fake CPU devices vs one device
     python tools/dev/fuzz.py sharded --platform gpu   # the machine's GPUs (up to 8) vs one
     python tools/dev/fuzz.py variants --seeds 0:60 --jobs 6   # seeds shared by 6 processes
+    python tools/dev/fuzz.py variants --seeds 0:60 --time-limit 100   # no new case after 100 s
 
 Each seed draws one case: lengths (odd ones, T < S), heads (GQA/MQA), head dim, dtype, causality,
 windows, soft cap, sinks, the returned logsumexp, id styles, positions, block sizes, padding
@@ -279,8 +280,8 @@ def in_processes(args) -> int:
     def run(a: int, b: int) -> int:
         child = subprocess.Popen(
             [sys.executable, os.path.abspath(__file__), args.mode, "--seeds", f"{a}:{b}",
-             "--platform", args.platform], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True)
+             "--platform", args.platform, "--time-limit", str(args.time_limit)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         for line in child.stdout:
             word = line.split(" ", 1)[0]
             with lock:
@@ -308,6 +309,9 @@ def main(argv=None) -> int:
     p.add_argument("--jobs", type=int, default=1,
                    help="processes, each taking a share of the seeds (on a GPU most of a case's "
                         "time is compiling its kernels on the host, which runs side by side)")
+    p.add_argument("--time-limit", type=float, default=0,
+                   help="seconds after which no new case starts (each process's own clock); the "
+                        "summary then counts the cases that ran. 0: none")
     args = p.parse_args(argv)
     if args.jobs > 1:
         return in_processes(args)
@@ -315,9 +319,14 @@ def main(argv=None) -> int:
         os.environ.setdefault("JAX_NUM_CPU_DEVICES", "8")  # before JAX starts
     options = {"platform": args.platform} if args.mode == "sharded" else {}
     first, stop = (int(x) for x in args.seeds.split(":"))
-    failed, skipped, t0 = 0, 0, time.time()
+    failed, skipped, ran, t0 = 0, 0, 0, time.time()
     for seed in range(first, stop):
         start = time.time()
+        if args.time_limit and start - t0 > args.time_limit:
+            print(f"stop {args.mode}: --time-limit {args.time_limit:g} s reached before seed "
+                  f"{seed}", flush=True)
+            break
+        ran += 1
         try:
             problem = CASES[args.mode](seed, **options)
         except Exception as err:  # an error is a finding too: report it and go on
@@ -330,7 +339,7 @@ def main(argv=None) -> int:
             print(f"FAIL {args.mode} seed {seed}: {problem}", flush=True)
         else:  # a line per case, so that a run cut short still shows what it checked
             print(f"ok   {args.mode} seed {seed} ({time.time() - start:.1f} s)", flush=True)
-    print(f"{args.mode}: seeds {args.seeds}, {stop - first - failed - skipped} passed, "
+    print(f"{args.mode}: seeds {args.seeds}, {ran - failed - skipped} passed, "
           f"{failed} failed, {skipped} skipped (sharded: fewer than 2 devices), "
           f"{time.time() - t0:.0f} s", flush=True)
     return 1 if failed else 0
