@@ -8,7 +8,10 @@ configuration is compiled first; then --rounds rounds time them in turn, so that
 drift over all of them alike:
 
     python tools/dev/spike_softcap.py [--caps 30,50] [--rounds 4] [--repeats 10] [--overlap] \
-        [--sinks]
+        [--sinks] [--layers 8]
+
+--layers N times N calls chained in each jitted function (each output the next call's query, as
+bench.py --layers), so that no call's dispatch dilutes the cost; times are per call.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ def main():
     parser.add_argument("--overlap", action="store_true",
                         help="also time each configuration with MosaicConfig(overlap=True)")
     parser.add_argument("--sinks", action="store_true", help="also time sinks without a cap")
+    parser.add_argument("--layers", type=int, default=1, help="calls chained per timing")
     args = parser.parse_args()
     import jax
     import jax.numpy as jnp
@@ -59,10 +63,12 @@ def main():
 
     def compiled(cap, deterministic, grad, sinks=False):
         def attn(q, k, v):
-            return kvax.ops.flash_attention(q, k, v, pos, seg, pos, seg, mask=masks,
-                                            scale=w.head_dim ** -0.5, logits_soft_cap=cap,
-                                            deterministic=deterministic,
-                                            sinks=sink_logits if sinks else None)
+            for _ in range(args.layers):
+                q = kvax.ops.flash_attention(q, k, v, pos, seg, pos, seg, mask=masks,
+                                             scale=w.head_dim ** -0.5, logits_soft_cap=cap,
+                                             deterministic=deterministic,
+                                             sinks=sink_logits if sinks else None)
+            return q
 
         fn = attn if not grad else jax.grad(
             lambda q, k, v: jnp.sum(attn(q, k, v).astype(jnp.float32)), argnums=(0, 1, 2))
@@ -97,11 +103,11 @@ def main():
     times = in_turns(runs, args.rounds, args.repeats, label=str)
 
     base = {kind: np.median(t) for kind, t in times["no cap"].items()}
-    print(f"\nmedian of {args.rounds} rounds (ms, cost against no cap): "
-          + " | ".join(base))
+    print(f"\nmedian of {args.rounds} rounds (ms per call of {args.layers} chained, cost against "
+          "no cap): " + " | ".join(base))
     for name in runs:
         print(f"{name:14s} " + " | ".join(
-            f"{np.median(t):7.2f} ({np.median(t) / base[kind] - 1:+.1%})"
+            f"{np.median(t) / args.layers:7.2f} ({np.median(t) / base[kind] - 1:+.1%})"
             for kind, t in times[name].items()), flush=True)
 
 
