@@ -5,8 +5,8 @@ of 10 calls read ratios that moved by 5-10% between rounds and machines).
 
 Three passes per row: single calls of each kernel in turn (every other turn in reverse), then
 bursts of 10 calls of one kernel in turn, each waited for, then bursts of 10 queued calls with one
-wait (recorded as a tenth of the burst: the host's work per call hidden behind the GPU's). nvidia-smi samples every 20 ms; each
-single call is matched with the samples taken while it ran. Writes every call to
+wait (recorded as a tenth of the burst: the host's work per call hidden behind the GPU's).
+nvidia-smi samples every 20 ms; each single call is matched with the samples taken while it ran. Writes every call to
 OUT/calls-ROW.txt (pass, turn, kernel, call in burst, start time, ms) and the samples to
 OUT/smi.csv, and prints the summaries.
 
