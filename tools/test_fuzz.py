@@ -49,7 +49,8 @@ def test_fuzz_jobs_share_the_seeds_between_processes(capsys):
 
 def test_fuzz_time_limit_stops_before_a_new_case(monkeypatch, capsys):
     """--time-limit: no case starts after the limit, and the summary counts the cases that ran,
-    not the seeds asked for (here the clock jumps 10 s at each reading: two cases start before 45 s)."""
+    not the seeds asked for (here the clock jumps 10 s at each reading: two cases start before
+    45 s)."""
     import fuzz
 
     clock = iter(range(0, 10_000, 10))

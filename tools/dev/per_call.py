@@ -6,9 +6,9 @@ of 10 calls read ratios that moved by 5-10% between rounds and machines).
 Three passes per row: single calls of each kernel in turn (every other turn in reverse), then
 bursts of 10 calls of one kernel in turn, each waited for, then bursts of 10 queued calls with one
 wait (recorded as a tenth of the burst: the host's work per call hidden behind the GPU's).
-nvidia-smi samples every 20 ms; each single call is matched with the samples taken while it ran. Writes every call to
-OUT/calls-ROW.txt (pass, turn, kernel, call in burst, start time, ms) and the samples to
-OUT/smi.csv, and prints the summaries.
+nvidia-smi samples every 20 ms; each single call is matched with the samples taken while it ran.
+Writes every call to OUT/calls-ROW.txt (pass, turn, kernel, call in burst, start time, ms) and
+the samples to OUT/smi.csv, and prints the summaries.
 
     python tools/dev/per_call.py --out DIR [--rows 0,1] [--configs 64x128x2] [--turns 40] \
         [--bursts 10] [--public]
@@ -152,7 +152,8 @@ def main(argv=None):
     p.add_argument("--turns", type=int, default=40)
     p.add_argument("--bursts", type=int, default=10)
     p.add_argument("--public", action="store_true",
-                   help="also the public call (\"api\"), closed over the layout and masks (\"apic\"), "
+                   help="also the public call (\"api\"), closed over the layout and masks "
+                        "(\"apic\"), "
                         "and FA3 given them as unused arguments (\"fa3a\")")
     args = p.parse_args(argv)
     import jax
