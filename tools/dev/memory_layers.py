@@ -72,8 +72,9 @@ def main(argv=None):
             total = m.temp_size_in_bytes + m.argument_size_in_bytes + m.output_size_in_bytes
             sizes.append(total)
             print(f"{name:<13} layers {layers:2d}: {total / gib:6.2f} GiB (temporaries "
-                  f"{m.temp_size_in_bytes / gib:.2f}, arguments {m.argument_size_in_bytes / gib:.2f}"
-                  f", outputs {m.output_size_in_bytes / gib:.2f})", flush=True)
+                  f"{m.temp_size_in_bytes / gib:.2f}, arguments "
+                  f"{m.argument_size_in_bytes / gib:.2f}, outputs "
+                  f"{m.output_size_in_bytes / gib:.2f})", flush=True)
         if len(sizes) > 1:
             per = np.diff(sizes) / np.diff(args.layers) / gib
             print(f"{name:<13} each further layer: " + " ".join(f"{x:.2f}" for x in per)
