@@ -3,11 +3,14 @@ processes, cold (empty kernel cache) and warm (a second process, same shapes).
 
     python tools/first_call.py --seq-len 65536 --num-segments 8 [--jax-cache]
     python tools/first_call.py --doc-median 1100 --backend triton   # log-normal documents, Triton
+    python tools/first_call.py --doc-median 1100 --forward-only --processes 1   # a cold forward
+    python tools/first_call.py --doc-median 1100 --processes 1 --prime  # once-a-process costs apart
+    python tools/first_call.py --doc-median 1100 --processes 1 --mask-apart  # masks compiled apart
 
-Each process: import (reported apart), then one jitted forward+backward of the workload, timed
-from the call to the result on the host. --jax-cache also turns on JAX's persistent compilation
-cache (XLA's part of the compile); without it only kvax's kernel cache (KVAX_CACHE_DIR) is warm.
-Writes OUT/first_call.json.
+Each process: import (reported apart), then one jitted forward+backward of the workload (or, with
+--forward-only, its forward), timed from the call to the result on the host. --jax-cache also
+turns on JAX's persistent compilation cache (XLA's part of the compile); without it only kvax's
+kernel cache (KVAX_CACHE_DIR) is warm. Writes OUT/first_call_*.json.
 """
 
 from __future__ import annotations
@@ -24,7 +27,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from workloads import Workload, inputs  # noqa: E402
 
 
-def child(workload: dict, backend: str = "auto") -> dict:
+def child(workload: dict, backend: str = "auto", forward_only: bool = False,
+          prime: bool = False, mask_apart: bool = False) -> dict:
+    """One process's first call of the workload. prime: first the same step at half the tokens
+    (its own shapes: compiled apart), timed as prime_*, so that the timed call's compile no
+    longer holds what a process pays once, whatever the shapes. mask_apart: the masks built by
+    a jitted function of their own (mask_s: its first call) and passed to the step, so that the
+    step's compile is the kernels' and the XLA work around them, without the masks'."""
     t0 = time.perf_counter()
     import jax
     import jax.numpy as jnp
@@ -32,56 +41,89 @@ def child(workload: dict, backend: str = "auto") -> dict:
     from kvax.ops import create_attention_mask, flash_attention
 
     imported = time.perf_counter() - t0
-    w = Workload(**workload)
-    q, k, v, pos, seg = inputs(w)
-    dt = jnp.dtype(w.dtype)
-    q, k, v, dout = (jnp.asarray(x, dt) for x in (q, k, v, q))
-    pos, seg = jnp.asarray(pos), jnp.asarray(seg)
-    jax.block_until_ready((q, k, v, dout, pos, seg))
 
-    @jax.jit
-    def step(q, k, v, dout):
-        masks = create_attention_mask(pos, seg, pos, seg, calc_bwd_mask=True)
-        out, vjp = jax.vjp(lambda *x: flash_attention(*x, pos, seg, pos, seg, mask=masks,
-                                                      scale=w.head_dim ** -0.5, backend=backend),
-                           q, k, v)
-        return out, vjp(dout)
+    def first_call(w: Workload) -> dict:
+        q, k, v, pos, seg = inputs(w)
+        dt = jnp.dtype(w.dtype)
+        q, k, v, dout = (jnp.asarray(x, dt) for x in (q, k, v, q))
+        pos, seg = jnp.asarray(pos), jnp.asarray(seg)
+        jax.block_until_ready((q, k, v, dout, pos, seg))
 
-    t1 = time.perf_counter()
-    lowered = step.lower(q, k, v, dout)  # tracing, and the Triton compiles (or cache reads)
-    t_lower = time.perf_counter()
-    compiled = lowered.compile()  # XLA (or JAX's persistent cache)
-    t_compile = time.perf_counter()
-    jax.block_until_ready(compiled(q, k, v, dout))  # jaxlib's ptxas at the kernels' first launch
-    t2 = time.perf_counter()
-    jax.block_until_ready(compiled(q, k, v, dout))
-    return dict(import_s=imported, first_call_s=t2 - t1, lower_s=t_lower - t1,
-                xla_compile_s=t_compile - t_lower, first_run_s=t2 - t_compile,
-                second_call_s=time.perf_counter() - t2)
+        def build(pos, seg):
+            return create_attention_mask(pos, seg, pos, seg, calc_bwd_mask=not forward_only)
+
+        t0 = time.perf_counter()
+        built = jax.block_until_ready(jax.jit(build)(pos, seg)) if mask_apart else None
+        mask_s = time.perf_counter() - t0
+
+        @jax.jit
+        def step(q, k, v, dout, built):
+            masks = built if mask_apart else build(pos, seg)
+
+            def attend(*x):
+                return flash_attention(*x, pos, seg, pos, seg, mask=masks,
+                                       scale=w.head_dim ** -0.5, backend=backend)
+
+            if forward_only:
+                return attend(q, k, v)
+            out, vjp = jax.vjp(attend, q, k, v)
+            return out, vjp(dout)
+
+        t1 = time.perf_counter()
+        lowered = step.lower(q, k, v, dout, built)  # tracing, and the Triton compiles (or cache)
+        t_lower = time.perf_counter()
+        compiled = lowered.compile()  # XLA (or JAX's persistent cache)
+        t_compile = time.perf_counter()
+        jax.block_until_ready(compiled(q, k, v, dout, built))  # jaxlib's ptxas at the first launch
+        t2 = time.perf_counter()
+        jax.block_until_ready(compiled(q, k, v, dout, built))
+        return dict(first_call_s=t2 - t1, lower_s=t_lower - t1, mask_s=mask_s,
+                    xla_compile_s=t_compile - t_lower, first_run_s=t2 - t_compile,
+                    second_call_s=time.perf_counter() - t2)
+
+    primed = {}
+    if prime:
+        half = dict(workload, seq_len=workload["seq_len"] // 2,
+                    num_pad_tokens=workload["num_pad_tokens"] // 2)
+        primed = {f"prime_{key}": value for key, value in first_call(Workload(**half)).items()}
+    return dict(import_s=imported, **first_call(Workload(**workload)), **primed)
 
 
 def run(args) -> list[dict]:
-    """Three fresh processes (cold, warm, warm again); args as main's."""
+    """Fresh processes, one after another (cold, warm, warm again: args.processes of them, 3 by
+    default); args as main's."""
     workload = dict(seq_len=args.seq_len, num_segments=args.num_segments,
                     num_pad_tokens=args.num_pad_tokens, doc_median=args.doc_median)
     backend = args.backend
+    forward_only = getattr(args, "forward_only", False)
+    prime = getattr(args, "prime", False)
+    mask_apart = getattr(args, "mask_apart", False)
+    step = "forward" if forward_only else "forward+backward"
     cache = tempfile.mkdtemp(prefix="kvax-cache-")
     env = dict(os.environ, KVAX_CACHE_DIR=os.path.join(cache, "kvax"))
     if args.jax_cache:
         env["JAX_COMPILATION_CACHE_DIR"] = os.path.join(cache, "jax")
         env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
     rows = []
-    for label in ("cold", "warm", "warm again"):
+    labels = ("cold", "warm", "warm again")[:getattr(args, "processes", 3)]
+    for label in labels:
         out = subprocess.run([sys.executable, __file__, "--child", json.dumps(workload),
-                              "--backend", backend], env=env, capture_output=True, text=True)
+                              "--backend", backend] + ["--forward-only"] * forward_only
+                             + ["--prime"] * prime + ["--mask-apart"] * mask_apart,
+                             env=env, capture_output=True, text=True)
         if out.returncode:
             raise RuntimeError(out.stderr[-3000:])
-        row = dict(run=label, jax_cache=args.jax_cache, backend=backend,
+        row = dict(run=label, jax_cache=args.jax_cache, backend=backend, step=step,
                    **json.loads(out.stdout.splitlines()[-1]))
-        print(f"{label:>10} ({backend}, jax cache {'on' if args.jax_cache else 'off'}): first call "
-              f"{row['first_call_s']:.1f} s (lower {row['lower_s']:.1f}, XLA "
+        apart = f"; masks apart first: {row['mask_s']:.1f} s" if mask_apart else ""
+        primed = (f"; primed by half the tokens first: {row['prime_first_call_s']:.1f} s (lower "
+                  f"{row['prime_lower_s']:.1f}, XLA {row['prime_xla_compile_s']:.1f})"
+                  if prime else "")
+        print(f"{label:>10} ({step}, {backend}, jax cache {'on' if args.jax_cache else 'off'}): "
+              f"first call {row['first_call_s']:.1f} s (lower {row['lower_s']:.1f}, XLA "
               f"{row['xla_compile_s']:.1f}, first run {row['first_run_s']:.1f}), second "
-              f"{row['second_call_s'] * 1e3:.0f} ms, import {row['import_s']:.1f} s", flush=True)
+              f"{row['second_call_s'] * 1e3:.0f} ms, import {row['import_s']:.1f} s{apart}{primed}",
+              flush=True)
         rows.append(row)
     return rows
 
@@ -98,14 +140,27 @@ def main(argv=None):
     p.add_argument("--backend", default="auto",
                    help="flash_attention's backend (auto: the Mosaic kernels on Hopper)")
     p.add_argument("--jax-cache", action="store_true")
+    p.add_argument("--forward-only", action="store_true", help="time a forward step only")
+    p.add_argument("--processes", type=int, default=3, choices=(1, 2, 3),
+                   help="fresh processes: cold, then warm ones")
+    p.add_argument("--prime", action="store_true",
+                   help="each process first calls the step at half the tokens (timed apart), so "
+                        "that what a process pays once falls there")
+    p.add_argument("--mask-apart", action="store_true",
+                   help="build the masks in a jitted call of their own (timed apart) and pass "
+                        "them to the step")
     p.add_argument("--out", default="bench-out")
     args = p.parse_args(argv)
     if args.child:
-        print(json.dumps(child(json.loads(args.child), args.backend)))
+        print(json.dumps(child(json.loads(args.child), args.backend, args.forward_only,
+                               args.prime, args.mask_apart)))
         return
     rows = run(args)
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, f"first_call_{args.backend}"
+                              f"{'_forward' if args.forward_only else ''}"
+                              f"{'_primed' if args.prime else ''}"
+                              f"{'_mask_apart' if args.mask_apart else ''}"
                               f"{'_jax_cache' if args.jax_cache else ''}.json")
     with open(path, "w") as f:
         json.dump(rows, f, indent=1)

@@ -353,6 +353,19 @@ def test_first_call_mode_prints_cold_and_warm(tmp_path, monkeypatch, capsys):
     assert "first call" in capsys.readouterr().out
 
 
+def test_first_call_forward_only_runs_one_cold_process_primed(capsys):
+    import first_call
+
+    rows = first_call.run(first_call.argparse.Namespace(
+        seq_len=128, num_segments=2, num_pad_tokens=9, jax_cache=False, doc_median=None,
+        backend="xla", forward_only=True, processes=1, prime=True, mask_apart=True))
+    assert [(r["run"], r["step"]) for r in rows] == [("cold", "forward")]
+    assert rows[0]["prime_first_call_s"] >= rows[0]["prime_lower_s"] > 0
+    out = capsys.readouterr().out
+    assert "(forward, xla" in out and "primed by half the tokens" in out and "masks apart" in out
+    assert rows[0]["mask_s"] > 0
+
+
 def test_window_workload_counts_allowed_pairs_exactly():
     from workloads import Workload
 
