@@ -129,6 +129,24 @@ def program_order(bounds, num_kv: int, num_k_tiles: int, num_q_tiles: int, row_r
     return jnp.concatenate([codes, last], axis=1).astype(jnp.int32)
 
 
+def head_steps(group: int, per_head, lf, uf, masked_step, full_step, carry):
+    """Inside the kernel: steps [g * per_head, (g + 1) * per_head) for each query head g of the
+    group in turn, each head's [lf, uf) by full_step and the rest by masked_step, in order: three
+    loops a head, the masked step's code emitted twice. Unlike the forward's (masked_full_masked)
+    this costs compile time: with each step emitted once (tools/dev/spike_step_copies.py) the
+    backward compiled about 1 s faster, but forward+backward ran 0.5-1.4% slower on 8 documents
+    and on one causal document, level on log-normal ones, in two runs on an H100
+    (docs/bench/h100-2026-11-27-compile)."""
+
+    def head(g, carry):
+        base = g * per_head
+        carry = lax.fori_loop(base, base + lf, masked_step, carry)
+        carry = lax.fori_loop(base + lf, base + uf, full_step, carry)
+        return lax.fori_loop(base + uf, base + per_head, masked_step, carry)
+
+    return lax.fori_loop(0, group, head, carry)
+
+
 def to_fixed(x, scale):
     """x * scale (float32, scale a power of two, |x * scale| < 2^31) rounded to the nearest
     int32 without float-to-int conversions (slower here: docs/bench/h100-2026-11-24-bwd-alu-trials).
@@ -386,18 +404,11 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
                 plgpu.barrier_arrive(free.at[slot])
                 return dk, dv
 
-            def head_loop(g, carry):
-                base = g * per_head
-                carry = lax.fori_loop(base, base + lf - lo,
-                                      lambda s, c_: step(s, c_, True), carry)
-                carry = lax.fori_loop(base + lf - lo, base + uf - lo,
-                                      lambda s, c_: step(s, c_, False), carry)
-                return lax.fori_loop(base + uf - lo, base + per_head,
-                                     lambda s, c_: step(s, c_, True), carry)
-
             with jax.named_scope("loop"):
-                dk, dv = lax.fori_loop(0, group, head_loop,
-                                       (zeros((keys_per_wg, h)), zeros((keys_per_wg, h))))
+                dk, dv = head_steps(group, per_head, lf - lo, uf - lo,
+                                    lambda s, c_: step(s, c_, True),
+                                    lambda s, c_: step(s, c_, False),
+                                    (zeros((keys_per_wg, h)), zeros((keys_per_wg, h))))
             with jax.named_scope("epilogue"):
                 plgpu.barrier_arrive(done)  # the other consumer's last dQ has read our keys
                 plgpu.barrier_wait(done)
