@@ -1,5 +1,6 @@
 """The Mosaic GPU spikes in tools/dev lower for CUDA on any machine (Mosaic GPU's own passes and
-its shared-memory check run without a GPU), so they are ready to run when device time is."""
+its shared-memory check run without a GPU), so they are ready to run when device time is; and
+the other tools/dev measurements run on CPU."""
 
 import os
 import sys
@@ -144,3 +145,46 @@ def test_per_call_matches_calls_with_the_clock_samples_taken_while_they_ran(tmp_
     assert "bursts' medians: 4.00" in out[5] and "bursts' medians: 5.00" in out[7]
     assert "64x128x2 single calls with clock samples 4: corr(ms, MHz) -1.00" in out[6]
     assert len(out) == 8  # no clock line for FA3: none of its calls met a sample
+
+
+def test_step_copies_spike_variants_run_the_backwards_steps_in_one_order():
+    """The spike's backward loops (flat, nested, three loops) and the kernel's head_steps visit
+    the same steps in the same order, masked or not: so the spike can ask for bitwise equal
+    results."""
+    import jax
+    import jax.numpy as jnp
+    import spike_step_copies as spike
+
+    from kvax._src.attention import mosaic_bwd, mosaic_fwd
+
+    def order(loops, group, per_head, lf, uf):
+        def record(flag):
+            def step(i, carry):
+                seen, n = carry
+                return seen.at[n].set(jnp.stack([i, jnp.int32(flag)])), n + 1
+            return step
+
+        seen, n = jax.jit(lambda *b: loops(group, *b, record(1), record(0), (
+            jnp.full((32, 2), -1, jnp.int32), jnp.int32(0))))(
+                *map(jnp.int32, (per_head, lf, uf)))
+        return jnp.asarray(seen[:int(n)]).tolist()
+
+    variants = (spike.flat, spike.per_head(mosaic_fwd.masked_full_masked),
+                spike.per_head(spike.three_loops))
+    for group, per_head, lf, uf in ((3, 5, 1, 3), (2, 4, 0, 4), (1, 6, 6, 6), (4, 3, 0, 0)):
+        expected = order(mosaic_bwd.head_steps, group, per_head, lf, uf)
+        assert len(expected) == group * per_head
+        assert sum(flag == 0 for _, flag in expected) == group * (uf - lf)
+        assert [i for i, _ in expected] == list(range(group * per_head))
+        for loops in variants:
+            assert order(loops, group, per_head, lf, uf) == expected
+
+
+def test_mask_compile_times_a_part_in_a_fresh_process(capsys):
+    import mask_compile
+
+    rows = mask_compile.main(["--part", "dkdv", "--seq-len", "512", "--doc-median", "60",
+                              "--num-pad-tokens", "10"])
+    assert [r["part"] for r in rows] == ["dkdv"]
+    assert rows[0]["compile_s"] > 0 and rows[0]["hlo_ops"] > 0 and rows[0]["sorts"] == 0
+    assert "dkdv: lower" in capsys.readouterr().out

@@ -1,0 +1,120 @@
+"""What each part of create_attention_mask costs to compile, one part per fresh process (after a
+small warm-up compile, so that XLA's once-a-process start falls there): seconds to lower and to
+compile (XLA), and its first and second runs.
+
+    python tools/dev/mask_compile.py --part all [--doc-median 1100] [--seq-len 65536]
+
+Parts: relabel (relabel_by_appearance), fwd / dq / dkdv (one block mask each, the device's
+default blocks), doc_runs, schedule (the Hopper forward's tables from a built forward mask),
+masks (create_attention_mask with calc_bwd_mask, as on this device), masks-no-schedule (the same
+without the tables). --part all runs each in its own process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from unittest import mock
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from workloads import Workload, inputs  # noqa: E402
+
+PARTS = ("relabel", "fwd", "dq", "dkdv", "doc_runs", "schedule", "masks", "masks-no-schedule")
+
+
+def measure(part: str, workload: dict) -> dict:
+    import jax
+    import jax.numpy as jnp
+
+    from kvax._src.attention import api, mask, mosaic_fwd, runs
+    from kvax._src.config import PADDING_SEGMENT_ID, current_device_kind, default_params
+
+    t0 = time.perf_counter()
+    jax.block_until_ready(jax.jit(lambda x: x * 2 + 1)(jnp.ones((8,))))
+    warm_up = time.perf_counter() - t0
+    _, _, _, pos, seg = inputs(Workload(**workload))
+    pos, seg = jnp.asarray(pos), jnp.asarray(seg)
+    kind = current_device_kind()
+    fwd_p, bwd_p = default_params(kind, backward=False), default_params(kind, backward=True)
+    q_lab, k_lab = jax.jit(mask.relabel_by_appearance)(seg, seg)
+
+    def one(kind_, q_block, kv_block, params):
+        return lambda p, q_l, k_l: mask.block_mask(p, q_l, p, k_l, kind=kind_,
+                                                   query_block=q_block, kv_block=kv_block,
+                                                   params=params)
+
+    fns = {
+        "relabel": (lambda s: mask.relabel_by_appearance(s, s), (seg,)),
+        "fwd": (one("fwd", fwd_p.query_block_size, fwd_p.kv_block_size, fwd_p),
+                (pos, q_lab, k_lab)),
+        "dq": (one("dq", *bwd_p.dq_blocks, bwd_p), (pos, q_lab, k_lab)),
+        "dkdv": (one("dkdv", bwd_p.query_block_size, bwd_p.kv_block_size, bwd_p),
+                 (pos, q_lab, k_lab)),
+        "doc_runs": (lambda p, l: runs.doc_runs(p, l, p, l), (pos, q_lab)),
+        "masks": (lambda p, s: api.create_attention_mask(p, s, p, s, calc_bwd_mask=True),
+                  (pos, seg)),
+    }
+    if part == "schedule":
+        built = jax.jit(lambda p, s: api.create_attention_mask(p, s, p, s))(pos, seg)[0]
+        fns["schedule"] = (lambda m, p, s: mosaic_fwd.schedule(m, p, s, p, s,
+                                                               pad_id=PADDING_SEGMENT_ID),
+                           (built, pos, seg))
+    patch = mock.patch.object(api, "wants_schedule", lambda: False) if (
+        part == "masks-no-schedule") else mock.patch.object(api, "wants_schedule",
+                                                            api.wants_schedule)
+    fn, args = fns["masks" if part == "masks-no-schedule" else part]
+    with patch:
+        t0 = time.perf_counter()
+        lowered = jax.jit(fn).lower(*args)
+        t1 = time.perf_counter()
+        compiled = lowered.compile()
+        t2 = time.perf_counter()
+    jax.block_until_ready(compiled(*args))
+    t3 = time.perf_counter()
+    jax.block_until_ready(compiled(*args))
+    t4 = time.perf_counter()
+    text = lowered.as_text()
+    return dict(part=part, warm_up_s=warm_up, lower_s=t1 - t0, compile_s=t2 - t1,
+                first_run_s=t3 - t2, second_run_ms=(t4 - t3) * 1e3,
+                hlo_ops=text.count(" = stablehlo."), whiles=text.count("stablehlo.while"),
+                sorts=text.count("stablehlo.sort"))
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--part", default="all", choices=("all",) + PARTS)
+    p.add_argument("--seq-len", type=int, default=65536)
+    p.add_argument("--doc-median", type=int, default=1100)
+    p.add_argument("--num-pad-tokens", type=int, default=1000)
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    workload = dict(seq_len=args.seq_len, doc_median=args.doc_median,
+                    num_pad_tokens=args.num_pad_tokens, ids="shuffled")
+    if args.child:
+        print(json.dumps(measure(args.part, workload)))
+        return
+    rows = []
+    for part in PARTS if args.part == "all" else (args.part,):
+        out = subprocess.run([sys.executable, __file__, "--child", "--part", part,
+                              "--seq-len", str(args.seq_len), "--doc-median",
+                              str(args.doc_median), "--num-pad-tokens",
+                              str(args.num_pad_tokens)], capture_output=True, text=True)
+        if out.returncode:
+            print(f"{part}: failed\n{out.stderr[-2000:]}", flush=True)
+            continue
+        row = json.loads(out.stdout.splitlines()[-1])
+        rows.append(row)
+        print(f"{part:>18}: lower {row['lower_s']:.2f} s, compile {row['compile_s']:.2f} s, "
+              f"first run {row['first_run_s']:.2f} s, second {row['second_run_ms']:.1f} ms "
+              f"({row['hlo_ops']} ops, {row['whiles']} while, {row['sorts']} sort; warm-up "
+              f"{row['warm_up_s']:.2f} s)", flush=True)
+    return rows
+
+
+if __name__ == "__main__":
+    main()
