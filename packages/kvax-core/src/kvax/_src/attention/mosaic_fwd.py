@@ -256,9 +256,9 @@ def masked_full_masked(lo, lf, uf, hi, masked_step, full_step, carry):
     """Inside a kernel: steps [lo, lf) and [uf, hi) by masked_step(i, carry), [lf, uf) by
     full_step, in that order (lo <= lf <= uf <= hi), with each step's code emitted once: two
     rounds, each a masked range and then (the first round only) the full one. Three loops in a
-    row emit the masked step twice, and a step is most of a kernel's code: Mosaic GPU's compile
-    (LLVM and ptxas, in XLA's compile) took 7 s for the forward and 5.6 s for the backward with
-    three copies (docs/bench/h100-2026-11-27-compile)."""
+    row emit the masked step twice, and a step is most of a kernel's code: the forward compiled
+    in about 2.5 s so (Mosaic GPU's LLVM and ptxas, inside XLA's compile, on an H100) and in
+    about 2.0 s this way, at the same speed (docs/bench/h100-2026-11-27-compile)."""
 
     return lax.fori_loop(0, 2, lambda r, carry: masked_then_full(
         r == 0, lo, lf, uf, hi, masked_step, full_step, carry), carry)
