@@ -44,6 +44,16 @@ def in_turns(runs: dict, rounds: int, repeats: int, label=None) -> dict:
     return times
 
 
+def against(times: dict, base, per: int = 1) -> list[str]:
+    """in_turns' times as lines, one per key: each kind's median over the rounds divided by per
+    (ms per call of per chained calls), and its change against the base key's median."""
+    ref = {kind: np.median(t) for kind, t in times[base].items()}
+    width = max(len(str(key)) for key in times) + 1
+    return [f"{str(key):{width}s} " + " | ".join(
+        f"{np.median(t) / per:7.3f} ({np.median(t) / ref[kind] - 1:+.2%})"
+        for kind, t in kinds.items()) for key, kinds in times.items()]
+
+
 def rel_err(a, b) -> float:
     """Relative L2 difference of a from b, in float64."""
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)

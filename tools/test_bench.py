@@ -435,6 +435,14 @@ cuDNN (jax.nn)              57.60     610.9   223.97     549.8-     4.52     1.4
     assert (tmp_path / "workloads.png").stat().st_size > 0
 
 
+def test_against_reads_medians_per_call_and_changes_against_the_base():
+    from measure import against
+
+    times = {"base": {"fwd": [4.0, 2.0, 3.0]}, "capped": {"fwd": [3.3, 3.3, 9.0]}}
+    lines = against(times, "base", per=2)
+    assert lines == ["base      1.500 (+0.00%)", "capped    1.650 (+10.00%)"]
+
+
 def test_in_turns_reverses_every_other_round():
     """Each function is timed once a round, every other round in reverse order, so that no
     implementation always follows the same one."""

@@ -25,7 +25,7 @@ from unittest import mock
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from measure import in_turns  # noqa: E402
+from measure import against, in_turns  # noqa: E402
 from workloads import Workload, inputs  # noqa: E402
 
 
@@ -101,14 +101,9 @@ def main():
         print(f"compiled {name}", flush=True)
 
     times = in_turns(runs, args.rounds, args.repeats, label=str)
-
-    base = {kind: np.median(t) for kind, t in times["no cap"].items()}
     print(f"\nmedian of {args.rounds} rounds (ms per call of {args.layers} chained, cost against "
-          "no cap): " + " | ".join(base))
-    for name in runs:
-        print(f"{name:14s} " + " | ".join(
-            f"{np.median(t) / args.layers:7.2f} ({np.median(t) / base[kind] - 1:+.1%})"
-            for kind, t in times[name].items()), flush=True)
+          "no cap): " + " | ".join(runs["no cap"]))
+    print("\n".join(against(times, "no cap", args.layers)), flush=True)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from unittest import mock
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from measure import in_turns  # noqa: E402
+from measure import against, in_turns  # noqa: E402
 from workloads import Workload, inputs  # noqa: E402
 
 
@@ -131,13 +131,9 @@ def main():
         print(f"{kind}: all agree bitwise: {same}")
 
     times = in_turns(runs, args.rounds, args.repeats, label=str)
-    base = {kind: np.median(t) for kind, t in times["three loops"].items()}
     print(f"\nmedian of {args.rounds} rounds, ms per call of {args.layers} chained "
-          "(against three loops): " + " | ".join(base))
-    for name in runs:
-        print(f"{name:12s} " + " | ".join(
-            f"{np.median(t) / args.layers:7.3f} ({np.median(t) / base[kind] - 1:+.2%})"
-            for kind, t in times[name].items()), flush=True)
+          "(against three loops): " + " | ".join(runs["three loops"]))
+    print("\n".join(against(times, "three loops", args.layers)), flush=True)
 
 
 if __name__ == "__main__":
