@@ -505,9 +505,9 @@ def test_forward_emits_its_step_once_masked_and_once_not():
     most of it the loop's step. The forward's step appears twice, with and without the element
     rule, though the masked steps run in two ranges (masked_full_masked): 2 x 2 products (QK^T
     and PV), and in the overlapped forward 2 more (the first QK^T and the last PV). Three loops
-    in a row made them 3 x 2, and a cold first call 4.5 s slower on an H100. The backward keeps
-    its masked step twice (mosaic_bwd.head_steps, faster so): 2 x 2 + 3 x 5 in a training
-    step."""
+    in a row made them 3 x 2, and the forward's compile about 0.5 s longer on an H100. The
+    backward keeps its masked step twice (mosaic_bwd.head_steps, faster so): 2 x 2 + 3 x 5 in a
+    training step."""
     q, k = jnp.zeros((1, 1000, 4, 128), jnp.bfloat16), jnp.zeros((1, 1000, 2, 128), jnp.bfloat16)
     layout = _one_document(1000, 1000)
     (mask,) = build_masks(*layout, fwd_params=FWD, bwd_params=None, skip_pad_tokens=True,
