@@ -31,7 +31,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_cp import run_cp  # noqa: E402
-from measure import in_turns, median_ms, memory_gib, rel_err  # noqa: E402
+from measure import in_turns, layered, median_ms, memory_gib, rel_err  # noqa: E402
 from peers import PEERS, peer as get_peer  # noqa: E402
 from workloads import Workload, for_args, inputs, sample_rows, shapes, sink_logits  # noqa: E402
 
@@ -155,17 +155,6 @@ def more_rounds(timed, rounds: int, repeats: int):
                       for kind in timers}
         for kind, values in row.rounds.items():
             setattr(row, f"{kind}_ms", float(np.median(values)))
-
-
-def layered(attn, layers: int):
-    """attn(q, k, v, extra) -> output called `layers` times in turn, each output the next call's
-    query, as a model's layers call attention with one mask (--layers)."""
-    def chain(q, k, v, extra):
-        for _ in range(layers):
-            q = attn(q, k, v, extra)
-        return q
-
-    return chain
 
 
 def bench_ours(w: Workload, args, spec: str = "auto"):

@@ -44,6 +44,18 @@ def in_turns(runs: dict, rounds: int, repeats: int, label=None) -> dict:
     return times
 
 
+def layered(call, layers: int):
+    """call(q, *rest) -> output called `layers` times in turn, each output the next call's
+    query, as a model's layers call attention with the same keys, values and mask (--layers).
+    Framework-free: JAX functions to jit, or torch calls to queue."""
+    def chain(q, *rest):
+        for _ in range(layers):
+            q = call(q, *rest)
+        return q
+
+    return chain
+
+
 def against(times: dict, base, per: int = 1) -> list[str]:
     """in_turns' times as lines, one per key: each kind's median over the rounds divided by per
     (ms per call of per chained calls), and its change against the base key's median."""

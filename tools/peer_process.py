@@ -22,7 +22,7 @@ import types
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from measure import median_ms, memory_gib  # noqa: E402
+from measure import layered, median_ms, memory_gib  # noqa: E402
 from workloads import Workload, inputs, sample_rows, shapes  # noqa: E402
 
 REPEATS = 10
@@ -66,11 +66,10 @@ def run_flex(w: Workload, once: bool, layers: int = 1) -> dict:
         return attn(q, k, v, block_mask=block_mask, scale=scale, enable_gqa=True,
                     score_mod=score_mod)
 
+    chain = layered(call, layers)
+
     def fwd():
-        o = q
-        for _ in range(layers):
-            o = call(o)
-        return o
+        return chain(q)
 
     def fwdbwd():
         return torch.autograd.grad(fwd(), (q, k, v), dout)
@@ -152,12 +151,8 @@ def run_kvax010(w: Workload, once: bool, layers: int = 1) -> dict:
             return flash_attention(q, k, v, pos, seg, pos, seg, mask, scale=scale,
                                    fwd_params=fwd_params, bwd_params=bwd_params)
 
-        def chain(q, k, v):
-            for _ in range(layers):
-                q = single(q, k, v)
-            return q
-
-        fwd = single if layers == 1 else jax.jit(chain)  # one compile without --layers
+        # one compile without --layers
+        fwd = single if layers == 1 else jax.jit(layered(single, layers))
 
         @jax.jit
         def fwdbwd(q, k, v, dout):

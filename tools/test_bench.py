@@ -235,7 +235,7 @@ def test_layers_chain_the_calls_and_report_each_calls_time(tmp_path, capsys, mon
     assert "timed as 3 calls chained" in capsys.readouterr().out
 
     seen = []
-    chain = bench.layered(lambda q, k, v, extra: (seen.append(q), q + k)[1], 3)
+    chain = measure.layered(lambda q, k, v, extra: (seen.append(q), q + k)[1], 3)
     assert chain(1, 10, None, None) == 31 and seen == [1, 11, 21]
 
 

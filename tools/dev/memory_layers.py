@@ -36,6 +36,7 @@ def main(argv=None):
 
     import bench
     from kvax.ops import create_attention_mask, flash_attention
+    from measure import layered
     from peers import peer
     from workloads import for_args, inputs
 
@@ -62,7 +63,7 @@ def main(argv=None):
             continue
         sizes = []
         for layers in args.layers:
-            chain = bench.layered(attn, layers)
+            chain = layered(attn, layers)
 
             def chain_step(q, k, v, extra, dout, chain=chain):
                 _, vjp = jax.vjp(lambda q, k, v: chain(q, k, v, extra), q, k, v)

@@ -153,8 +153,7 @@ def main(argv=None):
     p.add_argument("--bursts", type=int, default=10)
     p.add_argument("--public", action="store_true",
                    help="also the public call (\"api\"), closed over the layout and masks "
-                        "(\"apic\"), "
-                        "and FA3 given them as unused arguments (\"fa3a\")")
+                        "(\"apic\"), and FA3 given them as unused arguments (\"fa3a\")")
     args = p.parse_args(argv)
     import jax
 

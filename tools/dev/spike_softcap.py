@@ -25,7 +25,7 @@ from unittest import mock
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from measure import against, in_turns  # noqa: E402
+from measure import against, in_turns, layered  # noqa: E402
 from workloads import Workload, inputs  # noqa: E402
 
 
@@ -62,13 +62,10 @@ def main():
     sink_logits = jnp.asarray(np.random.default_rng(5).normal(0, 1, w.num_heads), jnp.float32)
 
     def compiled(cap, deterministic, grad, sinks=False):
-        def attn(q, k, v):
-            for _ in range(args.layers):
-                q = kvax.ops.flash_attention(q, k, v, pos, seg, pos, seg, mask=masks,
-                                             scale=w.head_dim ** -0.5, logits_soft_cap=cap,
-                                             deterministic=deterministic,
-                                             sinks=sink_logits if sinks else None)
-            return q
+        attn = layered(lambda q, k, v: kvax.ops.flash_attention(
+            q, k, v, pos, seg, pos, seg, mask=masks, scale=w.head_dim ** -0.5,
+            logits_soft_cap=cap, deterministic=deterministic,
+            sinks=sink_logits if sinks else None), args.layers)
 
         fn = attn if not grad else jax.grad(
             lambda q, k, v: jnp.sum(attn(q, k, v).astype(jnp.float32)), argnums=(0, 1, 2))

@@ -25,7 +25,7 @@ from unittest import mock
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from measure import against, in_turns  # noqa: E402
+from measure import against, in_turns, layered  # noqa: E402
 from workloads import Workload, inputs  # noqa: E402
 
 
@@ -96,11 +96,8 @@ def main():
     pos, seg = jnp.asarray(pos), jnp.asarray(seg)
     masks = kvax.ops.create_attention_mask(pos, seg, pos, seg, calc_bwd_mask=True)
 
-    def attn(q, k, v):
-        for _ in range(args.layers):
-            q = kvax.ops.flash_attention(q, k, v, pos, seg, pos, seg, mask=masks,
-                                         scale=w.head_dim ** -0.5)
-        return q
+    attn = layered(lambda q, k, v: kvax.ops.flash_attention(
+        q, k, v, pos, seg, pos, seg, mask=masks, scale=w.head_dim ** -0.5), args.layers)
 
     grad = jax.grad(lambda q, k, v: jnp.sum(attn(q, k, v).astype(jnp.float32)),
                     argnums=(0, 1, 2))
