@@ -660,10 +660,12 @@ def main(argv=None):
         import first_call
 
         for jax_cache in (False, True):
-            for row in first_call.run(argparse.Namespace(
-                    seq_len=(args.seq_lens or [65536])[0], num_segments=args.num_segments,
-                    num_pad_tokens=args.num_pad_tokens, doc_median=args.doc_median,
-                    backend="auto", jax_cache=jax_cache)):
+            workload = ["--seq-len", str((args.seq_lens or [65536])[0]), "--num-segments",
+                        str(args.num_segments), "--num-pad-tokens", str(args.num_pad_tokens)]
+            if args.doc_median:
+                workload += ["--doc-median", str(args.doc_median)]
+            for row in first_call.run(first_call.parse_args(
+                    workload + ["--jax-cache"] * jax_cache)):
                 results.save(row)
     elif args.memory_sweep:
         run_memory_sweep(args, results.save)

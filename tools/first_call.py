@@ -90,14 +90,12 @@ def child(workload: dict, backend: str = "auto", forward_only: bool = False,
 
 
 def run(args) -> list[dict]:
-    """Fresh processes, one after another (cold, warm, warm again: args.processes of them, 3 by
-    default); args as main's."""
+    """Fresh processes, one after another (cold, warm, warm again: args.processes of them);
+    args from parse_args."""
     workload = dict(seq_len=args.seq_len, num_segments=args.num_segments,
                     num_pad_tokens=args.num_pad_tokens, doc_median=args.doc_median)
-    backend = args.backend
-    forward_only = getattr(args, "forward_only", False)
-    prime = getattr(args, "prime", False)
-    mask_apart = getattr(args, "mask_apart", False)
+    backend, forward_only, prime, mask_apart = (args.backend, args.forward_only, args.prime,
+                                                args.mask_apart)
     step = "forward" if forward_only else "forward+backward"
     cache = tempfile.mkdtemp(prefix="kvax-cache-")
     env = dict(os.environ, KVAX_CACHE_DIR=os.path.join(cache, "kvax"))
@@ -105,7 +103,7 @@ def run(args) -> list[dict]:
         env["JAX_COMPILATION_CACHE_DIR"] = os.path.join(cache, "jax")
         env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
     rows = []
-    labels = ("cold", "warm", "warm again")[:getattr(args, "processes", 3)]
+    labels = ("cold", "warm", "warm again")[:args.processes]
     for label in labels:
         out = subprocess.run([sys.executable, __file__, "--child", json.dumps(workload),
                               "--backend", backend] + ["--forward-only"] * forward_only
@@ -128,7 +126,7 @@ def run(args) -> list[dict]:
     return rows
 
 
-def main(argv=None):
+def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
@@ -150,7 +148,11 @@ def main(argv=None):
                    help="build the masks in a jitted call of their own (timed apart) and pass "
                         "them to the step")
     p.add_argument("--out", default="bench-out")
-    args = p.parse_args(argv)
+    return p.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
     if args.child:
         print(json.dumps(child(json.loads(args.child), args.backend, args.forward_only,
                                args.prime, args.mask_apart)))

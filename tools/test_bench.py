@@ -345,9 +345,9 @@ def test_first_call_mode_prints_cold_and_warm(tmp_path, monkeypatch, capsys):
     warm, split into lowering, XLA and the first run."""
     import first_call
 
-    rows = first_call.run(first_call.argparse.Namespace(seq_len=128, num_segments=2,
-                                                        num_pad_tokens=9, jax_cache=True,
-                                                        doc_median=30, backend="xla"))
+    rows = first_call.run(first_call.parse_args([
+        "--seq-len", "128", "--num-segments", "2", "--num-pad-tokens", "9", "--jax-cache",
+        "--doc-median", "30", "--backend", "xla"]))
     assert [r["run"] for r in rows] == ["cold", "warm", "warm again"]
     assert all(r["first_call_s"] >= r["lower_s"] > 0 and r["backend"] == "xla" for r in rows)
     assert "first call" in capsys.readouterr().out
@@ -356,9 +356,9 @@ def test_first_call_mode_prints_cold_and_warm(tmp_path, monkeypatch, capsys):
 def test_first_call_forward_only_runs_one_cold_process_primed(capsys):
     import first_call
 
-    rows = first_call.run(first_call.argparse.Namespace(
-        seq_len=128, num_segments=2, num_pad_tokens=9, jax_cache=False, doc_median=None,
-        backend="xla", forward_only=True, processes=1, prime=True, mask_apart=True))
+    rows = first_call.run(first_call.parse_args([
+        "--seq-len", "128", "--num-segments", "2", "--num-pad-tokens", "9", "--backend", "xla",
+        "--forward-only", "--processes", "1", "--prime", "--mask-apart"]))
     assert [(r["run"], r["step"]) for r in rows] == [("cold", "forward")]
     assert rows[0]["prime_first_call_s"] >= rows[0]["prime_lower_s"] > 0
     out = capsys.readouterr().out
