@@ -106,7 +106,7 @@ def main():
     variants = (("default", two_rounds, mosaic_bwd.head_steps),
                 ("flat", two_rounds, flat),
                 ("nested", two_rounds, per_head(two_rounds)),
-                ("three loops", three_loops, per_head(three_loops)))
+                ("three loops", three_loops, mosaic_bwd.head_steps))  # head_steps: 3 loops
     for name, forward_loops, backward_loops in variants:
         with mock.patch.object(mosaic_fwd, "masked_full_masked", forward_loops), \
              mock.patch.object(mosaic_bwd, "head_steps", backward_loops):
