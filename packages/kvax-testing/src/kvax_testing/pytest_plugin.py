@@ -98,6 +98,20 @@ def _devices() -> str:
     return f"{len(devices)} x {devices[0].device_kind} ({jax.default_backend()})"
 
 
+def pytest_sessionstart(session):
+    session.config._kvax_session = session
+
+
+def _not_run(config, ran: int) -> str | None:
+    """A line for the report when fewer tests ran than were selected (a run stopped by a timeout,
+    pytest.exit or an interrupt can end with exit status 0 under pytest-xdist), else None."""
+    session = getattr(config, "_kvax_session", None)
+    selected = getattr(session, "testscollected", 0)
+    if ran >= selected:
+        return None
+    return f"- **incomplete: {selected - ran} of {selected} selected tests did not run**"
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     path = config.getoption("--kvax-report")
@@ -118,6 +132,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             elif outcome in ("failed", "error"):
                 detail = str(rep.longrepr).strip().splitlines()[-1][:200]
             rows.append((rep.nodeid, outcome, f"{rep.duration:.1f}s", detail))
+    not_run = _not_run(config, len({row[0] for row in rows}))
     lines = [
         "# Test report",
         "",
@@ -128,6 +143,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         f"- versions: {json.dumps(_versions())}",
         f"- exit status: {int(exitstatus)}",
         f"- totals: {json.dumps(counts)}",
+        *([not_run] if not_run else []),
         "",
         "| test | outcome | time | detail |",
         "|---|---|---|---|",
@@ -137,3 +153,5 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     with open(path, "w") as f:
         f.write("\n".join(lines))
     terminalreporter.write_line(f"kvax report written to {path}")
+    if not_run:
+        terminalreporter.write_line(not_run.strip("- *"), red=True)

@@ -1,0 +1,44 @@
+"""The --kvax-report file: a run that stops early says so, whatever its exit status."""
+
+import os
+import subprocess
+import sys
+
+TESTS = '''
+import pytest
+
+def test_first():
+    pass
+
+def test_stops_the_run():
+    pytest.exit("stopped", returncode=0)
+
+def test_never_runs():
+    pass
+'''
+
+
+def _report(tmp_path, body: str, *args: str) -> tuple[int, str]:
+    (tmp_path / "test_some.py").write_text(body)
+    report = tmp_path / "report.md"
+    env = {**os.environ, "PYTEST_ADDOPTS": ""}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q",
+                           "-p", "no:cacheprovider", str(tmp_path / "test_some.py"),
+                           "--kvax-report", str(report), *args],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    return done.returncode, report.read_text()
+
+
+def test_a_run_stopped_early_is_reported_incomplete(tmp_path):
+    returncode, text = _report(tmp_path, TESTS)
+    assert returncode == 0  # the reason for the line: the exit status alone reads as a pass
+    assert '"passed": 1' in text
+    assert "incomplete: 2 of 3 selected tests did not run" in text
+
+
+def test_a_whole_run_has_no_incomplete_line(tmp_path):
+    """Deselected tests are not counted, and pytest-xdist's controller knows the selection."""
+    returncode, text = _report(tmp_path, TESTS.replace('pytest.exit("stopped", returncode=0)',
+                                                       "pass"), "-k", "not first", "-n", "2")
+    assert returncode == 0
+    assert '"passed": 2' in text and "incomplete" not in text
