@@ -6,9 +6,12 @@ processes, cold (empty kernel cache) and warm (a second process, same shapes).
     python tools/first_call.py --doc-median 1100 --forward-only --processes 1   # a cold forward
     python tools/first_call.py --doc-median 1100 --processes 1 --prime  # once-a-process costs apart
     python tools/first_call.py --doc-median 1100 --processes 1 --mask-apart  # masks compiled apart
+    python tools/first_call.py --doc-median 1100 --processes 1 --layout-constant  # the old way
 
 Each process: import (reported apart), then one jitted forward+backward of the workload (or, with
---forward-only, its forward), timed from the call to the result on the host. --jax-cache also
+--forward-only, its forward), timed from the call to the result on the host. The step takes the
+positions and ids as arguments, as a training step takes its batch; --layout-constant closes it
+over them, and XLA then folds the masks into constants while it compiles (training_step). --jax-cache also
 turns on JAX's persistent compilation cache (XLA's part of the compile); without it only kvax's
 kernel cache (KVAX_CACHE_DIR) is warm. Writes OUT/first_call_*.json.
 """
@@ -16,6 +19,7 @@ kernel cache (KVAX_CACHE_DIR) is warm. Writes OUT/first_call_*.json.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -27,56 +31,73 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from workloads import Workload, inputs  # noqa: E402
 
 
-def child(workload: dict, backend: str = "auto", forward_only: bool = False,
-          prime: bool = False, mask_apart: bool = False) -> dict:
-    """One process's first call of the workload. prime: first the same step at half the tokens
-    (its own shapes: compiled apart), timed as prime_*, so that the timed call's compile no
-    longer holds what a process pays once, whatever the shapes. mask_apart: the masks built by
-    a jitted function of their own (mask_s: its first call) and passed to the step, so that the
-    step's compile is the kernels' and the XLA work around them, without the masks'."""
-    t0 = time.perf_counter()
+def training_step(w: Workload, backend: str = "auto", forward_only: bool = False,
+                  mask_apart: bool = False, layout_constant: bool = False):
+    """(the jitted step, its arguments, the masks' first call in seconds or 0) for the workload:
+    the masks built in the step (or, with mask_apart, by a jitted call of their own, passed in),
+    then flash_attention forward (and backward). A training step takes the batch's positions and
+    ids as arguments. With layout_constant it closes over them instead (how this tool measured
+    until 2026-11-27): they are then constants, and XLA folds the masks into constants as it
+    compiles, seconds more than compiling them (docs/bench/h100-2026-11-27-stagger)."""
     import jax
     import jax.numpy as jnp
 
     from kvax.ops import create_attention_mask, flash_attention
 
+    q, k, v, pos, seg = inputs(w)
+    dt = jnp.dtype(w.dtype)
+    q, k, v, dout = (jnp.asarray(x, dt) for x in (q, k, v, q))
+    pos, seg = jnp.asarray(pos), jnp.asarray(seg)
+    jax.block_until_ready((q, k, v, dout, pos, seg))
+
+    def build(pos, seg):
+        return create_attention_mask(pos, seg, pos, seg, calc_bwd_mask=not forward_only)
+
+    t0 = time.perf_counter()
+    built = jax.block_until_ready(jax.jit(build)(pos, seg)) if mask_apart else None
+    mask_s = time.perf_counter() - t0
+
+    def step(q, k, v, dout, built, pos, seg):
+        masks = built if mask_apart else build(pos, seg)
+
+        def attend(*x):
+            return flash_attention(*x, pos, seg, pos, seg, mask=masks,
+                                   scale=w.head_dim ** -0.5, backend=backend)
+
+        if forward_only:
+            return attend(q, k, v)
+        out, vjp = jax.vjp(attend, q, k, v)
+        return out, vjp(dout)
+
+    if layout_constant:
+        return jax.jit(functools.partial(step, pos=pos, seg=seg)), (q, k, v, dout, built), mask_s
+    return jax.jit(step), (q, k, v, dout, built, pos, seg), mask_s
+
+
+def child(workload: dict, backend: str = "auto", forward_only: bool = False,
+          prime: bool = False, mask_apart: bool = False, layout_constant: bool = False) -> dict:
+    """One process's first call of the workload's training_step. prime: first the same step at
+    half the tokens (its own shapes: compiled apart), timed as prime_*, so that the timed call's
+    compile no longer holds what a process pays once, whatever the shapes. mask_apart: the masks
+    built by a jitted function of their own (mask_s: its first call) and passed to the step, so
+    that the step's compile is the kernels' and the XLA work around them, without the masks'."""
+    t0 = time.perf_counter()
+    import jax
+
+    import kvax.ops  # noqa: F401
+
     imported = time.perf_counter() - t0
 
     def first_call(w: Workload) -> dict:
-        q, k, v, pos, seg = inputs(w)
-        dt = jnp.dtype(w.dtype)
-        q, k, v, dout = (jnp.asarray(x, dt) for x in (q, k, v, q))
-        pos, seg = jnp.asarray(pos), jnp.asarray(seg)
-        jax.block_until_ready((q, k, v, dout, pos, seg))
-
-        def build(pos, seg):
-            return create_attention_mask(pos, seg, pos, seg, calc_bwd_mask=not forward_only)
-
-        t0 = time.perf_counter()
-        built = jax.block_until_ready(jax.jit(build)(pos, seg)) if mask_apart else None
-        mask_s = time.perf_counter() - t0
-
-        @jax.jit
-        def step(q, k, v, dout, built):
-            masks = built if mask_apart else build(pos, seg)
-
-            def attend(*x):
-                return flash_attention(*x, pos, seg, pos, seg, mask=masks,
-                                       scale=w.head_dim ** -0.5, backend=backend)
-
-            if forward_only:
-                return attend(q, k, v)
-            out, vjp = jax.vjp(attend, q, k, v)
-            return out, vjp(dout)
-
+        step, args, mask_s = training_step(w, backend, forward_only, mask_apart, layout_constant)
         t1 = time.perf_counter()
-        lowered = step.lower(q, k, v, dout, built)  # tracing, and the Triton compiles (or cache)
+        lowered = step.lower(*args)  # tracing, and the Triton compiles (or cache)
         t_lower = time.perf_counter()
         compiled = lowered.compile()  # XLA (or JAX's persistent cache)
         t_compile = time.perf_counter()
-        jax.block_until_ready(compiled(q, k, v, dout, built))  # jaxlib's ptxas at the first launch
+        jax.block_until_ready(compiled(*args))  # jaxlib's ptxas at the first launch
         t2 = time.perf_counter()
-        jax.block_until_ready(compiled(q, k, v, dout, built))
+        jax.block_until_ready(compiled(*args))
         return dict(first_call_s=t2 - t1, lower_s=t_lower - t1, mask_s=mask_s,
                     xla_compile_s=t_compile - t_lower, first_run_s=t2 - t_compile,
                     second_call_s=time.perf_counter() - t2)
@@ -94,8 +115,8 @@ def run(args) -> list[dict]:
     args from parse_args."""
     workload = dict(seq_len=args.seq_len, num_segments=args.num_segments,
                     num_pad_tokens=args.num_pad_tokens, doc_median=args.doc_median)
-    backend, forward_only, prime, mask_apart = (args.backend, args.forward_only, args.prime,
-                                                args.mask_apart)
+    backend, forward_only, prime, mask_apart, layout_constant = (
+        args.backend, args.forward_only, args.prime, args.mask_apart, args.layout_constant)
     step = "forward" if forward_only else "forward+backward"
     cache = tempfile.mkdtemp(prefix="kvax-cache-")
     env = dict(os.environ, KVAX_CACHE_DIR=os.path.join(cache, "kvax"))
@@ -107,13 +128,15 @@ def run(args) -> list[dict]:
     for label in labels:
         out = subprocess.run([sys.executable, __file__, "--child", json.dumps(workload),
                               "--backend", backend] + ["--forward-only"] * forward_only
-                             + ["--prime"] * prime + ["--mask-apart"] * mask_apart,
+                             + ["--prime"] * prime + ["--mask-apart"] * mask_apart
+                             + ["--layout-constant"] * layout_constant,
                              env=env, capture_output=True, text=True)
         if out.returncode:
             raise RuntimeError(out.stderr[-3000:])
         row = dict(run=label, jax_cache=args.jax_cache, backend=backend, step=step,
                    **json.loads(out.stdout.splitlines()[-1]))
         apart = f"; masks apart first: {row['mask_s']:.1f} s" if mask_apart else ""
+        apart += "; positions and ids constant" if layout_constant else ""
         primed = (f"; primed by half the tokens first: {row['prime_first_call_s']:.1f} s (lower "
                   f"{row['prime_lower_s']:.1f}, XLA {row['prime_xla_compile_s']:.1f})"
                   if prime else "")
@@ -147,6 +170,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--mask-apart", action="store_true",
                    help="build the masks in a jitted call of their own (timed apart) and pass "
                         "them to the step")
+    p.add_argument("--layout-constant", action="store_true",
+                   help="close the step over the positions and ids (constants: XLA folds the "
+                        "masks while it compiles) instead of passing them as a training step "
+                        "does")
     p.add_argument("--out", default="bench-out")
     return p.parse_args(argv)
 
@@ -155,7 +182,7 @@ def main(argv=None):
     args = parse_args(argv)
     if args.child:
         print(json.dumps(child(json.loads(args.child), args.backend, args.forward_only,
-                               args.prime, args.mask_apart)))
+                               args.prime, args.mask_apart, args.layout_constant)))
         return
     rows = run(args)
     os.makedirs(args.out, exist_ok=True)
@@ -163,6 +190,7 @@ def main(argv=None):
                               f"{'_forward' if args.forward_only else ''}"
                               f"{'_primed' if args.prime else ''}"
                               f"{'_mask_apart' if args.mask_apart else ''}"
+                              f"{'_layout_constant' if args.layout_constant else ''}"
                               f"{'_jax_cache' if args.jax_cache else ''}.json")
     with open(path, "w") as f:
         json.dump(rows, f, indent=1)

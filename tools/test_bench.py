@@ -366,6 +366,24 @@ def test_first_call_forward_only_runs_one_cold_process_primed(capsys):
     assert rows[0]["mask_s"] > 0
 
 
+def test_first_call_step_takes_the_layout_as_arguments():
+    """The first call's step takes positions and ids as arguments, as a training step does, so
+    its masks compile as code. Closed over (--layout-constant), they are constants in the
+    program, and XLA spent seconds folding the masks while it compiled."""
+    import first_call
+    from workloads import Workload
+
+    w = Workload(256, num_segments=3, num_pad_tokens=7, num_heads=2, num_kv_heads=1,
+                 head_dim=16)
+    sizes = []
+    for constant in (False, True):
+        step, args, _ = first_call.training_step(w, "xla", layout_constant=constant)
+        text = step.lower(*args).as_text()
+        sizes.append(max(len(line) for line in text.splitlines() if "constant" in line))
+        assert (len(args) == 7) != constant
+    assert sizes[0] < 200 < 256 * 8 < sizes[1]  # the 256 positions, hex-coded, only in the second
+
+
 def test_window_workload_counts_allowed_pairs_exactly():
     from workloads import Workload
 
