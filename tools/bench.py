@@ -183,13 +183,15 @@ def bench_ours(w: Workload, args, spec: str = "auto"):
 
     sinks = sink_logits(w)
     sinks = None if sinks is None else jnp.asarray(sinks)
-    def attn(q, k, v, m):
-        return flash_attention(q, k, v, pos, seg, pos, seg, mask=m, scale=scale, **variant,
+    def attn(q, k, v, extra):  # the layout as arguments, as a training step has it
+        m, p, s = extra
+        return flash_attention(q, k, v, p, s, p, s, mask=m, scale=scale, **variant,
                                logits_soft_cap=w.soft_cap, sinks=sinks, backend=backend,
                                deterministic=not option)
 
     label = "kvax (ours)" if spec == args.backend else f"kvax (ours, {spec})"
-    row, sampled, timers = _bench_jax_fn(label, attn, w, args, q, k, v, masks, fwd_memory=True)
+    row, sampled, timers = _bench_jax_fn(label, attn, w, args, q, k, v, (masks, pos, seg),
+                                         fwd_memory=True)
     resolved = backends.resolve(backend, q, k, v, fwd_params=masks[0].params)
     row.mask_ms = mask_ms
     row.detail = f"backend {resolved}" + (f", {option} backward" if option else "")
@@ -504,12 +506,13 @@ def jax_step_once(which: str, w: Workload) -> float | None:
                      for key, shape in zip(keys, (q_shape, kv_shape, kv_shape, q_shape)))
     pos, seg = (jnp.asarray(x) for x in w.layout())
     if fn is None:
-        extra = jax.jit(lambda p, s: create_attention_mask(p, s, p, s, calc_bwd_mask=True))(
+        masks = jax.jit(lambda p, s: create_attention_mask(p, s, p, s, calc_bwd_mask=True))(
             pos, seg)
-        scale = w.head_dim ** -0.5
+        extra, scale = (masks, pos, seg), w.head_dim ** -0.5
 
-        def attn(q, k, v, m):
-            return flash_attention(q, k, v, pos, seg, pos, seg, mask=m, scale=scale)
+        def attn(q, k, v, extra):
+            m, p, s = extra
+            return flash_attention(q, k, v, p, s, p, s, mask=m, scale=scale)
     else:
         attn = fn.attn
         extra = None if fn.extra is None else jax.jit(fn.extra)(pos, seg)

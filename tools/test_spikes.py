@@ -188,3 +188,18 @@ def test_mask_compile_times_a_part_in_a_fresh_process(capsys):
     assert [r["part"] for r in rows] == ["dkdv"]
     assert rows[0]["compile_s"] > 0 and rows[0]["hlo_ops"] > 0 and rows[0]["sorts"] == 0
     assert "dkdv: lower" in capsys.readouterr().out
+
+
+def test_layout_args_spike_times_three_ways(monkeypatch, capsys):
+    import spike_layout_args
+    from workloads import Workload
+
+    monkeypatch.setattr(spike_layout_args, "LAYOUTS", {"tiny": Workload(
+        256, num_segments=3, num_pad_tokens=7, num_heads=2, num_kv_heads=1, head_dim=16)})
+    spike_layout_args.main(["--layouts", "tiny", "--rounds", "1", "--repeats", "1",
+                            "--layers", "2"])
+    out = capsys.readouterr().out.splitlines()
+    assert sum(line.startswith("compiled tiny") for line in out) == 6
+    table = out[out.index("tiny:") + 1:]
+    assert [line.split()[0] for line in table] == ["args", "layout", "all"]
+    assert "(+0.00%)" in table[0]
