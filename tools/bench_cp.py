@@ -34,16 +34,19 @@ def single_device(w: Workload, arrays, args, sample):
     scale = w.head_dim ** -0.5
     masks = jax.jit(lambda *lay: create_attention_mask(*lay, calc_bwd_mask=True))(qp, qs, kp, ks)
 
-    def attn(q, k, v):
-        return flash_attention(q, k, v, qp, qs, kp, ks, mask=masks, scale=scale)
+    extra = (masks, qp, qs, kp, ks)  # arguments, as a training step has them (bench.py)
+
+    def attn(q, k, v, extra):
+        m, *lay = extra
+        return flash_attention(q, k, v, *lay, mask=m, scale=scale)
 
     fwd = jax.jit(attn)
-    fwdbwd = jax.jit(lambda q, k, v, d: jax.vjp(attn, q, k, v)[1](d))
-    out = fwd(q, k, v)
-    fwd_ms = median_ms(lambda: fwd(q, k, v), args.repeats)
-    fwdbwd_ms = (median_ms(lambda: fwdbwd(q, k, v, dout), args.repeats)
+    fwdbwd = jax.jit(lambda q, k, v, x, d: jax.vjp(lambda *a: attn(*a, x), q, k, v)[1](d))
+    out = fwd(q, k, v, extra)
+    fwd_ms = median_ms(lambda: fwd(q, k, v, extra), args.repeats)
+    fwdbwd_ms = (median_ms(lambda: fwdbwd(q, k, v, extra, dout), args.repeats)
                  if args.mode.endswith("bwd") else None)
-    mem = memory_gib(fwdbwd, q, k, v, dout) if sample else None
+    mem = memory_gib(fwdbwd, q, k, v, extra, dout) if sample else None
     return fwd_ms, fwdbwd_ms, mem, (np.asarray(out[sample[0], sample[1]], np.float32)
                                     if sample else None)
 
@@ -78,18 +81,21 @@ def context_parallel(w: Workload, host, cp: int, devices, args, sample):
         masks = jax.jit(lambda *lay: create_attention_mask(*lay, calc_bwd_mask=True, mesh=mesh))(
             qpd, qsd, kpd, ksd)
 
-    def attn(q, k, v):
+    extra = (masks, qpd, qsd, kpd, ksd)
+
+    def attn(q, k, v, extra):
+        m, *lay = extra
         with attention_specs(*specs):
-            return flash_attention(q, k, v, qpd, qsd, kpd, ksd, mask=masks, scale=scale,
+            return flash_attention(q, k, v, *lay, mask=m, scale=scale,
                                    permute_tokens_for_load_balance=permute, mesh=mesh)
 
     fwd = jax.jit(attn)
-    fwdbwd = jax.jit(lambda q, k, v, d: jax.vjp(attn, q, k, v)[1](d))
-    out = fwd(qd, kd, vd)
-    rec = dict(fwd_ms=median_ms(lambda: fwd(qd, kd, vd), args.repeats))
+    fwdbwd = jax.jit(lambda q, k, v, x, d: jax.vjp(lambda *a: attn(*a, x), q, k, v)[1](d))
+    out = fwd(qd, kd, vd, extra)
+    rec = dict(fwd_ms=median_ms(lambda: fwd(qd, kd, vd, extra), args.repeats))
     if args.mode.endswith("bwd"):
-        rec["fwdbwd_ms"] = median_ms(lambda: fwdbwd(qd, kd, vd, dd), args.repeats)
-    rec["compiled_gib_per_device"] = memory_gib(fwdbwd, qd, kd, vd, dd)
+        rec["fwdbwd_ms"] = median_ms(lambda: fwdbwd(qd, kd, vd, extra, dd), args.repeats)
+    rec["compiled_gib_per_device"] = memory_gib(fwdbwd, qd, kd, vd, extra, dd)
     out = np.asarray(unorder(jnp.asarray(np.asarray(out))))
     rec["sample"] = out[sample[0], sample[1]].astype(np.float32)
 
