@@ -11,9 +11,9 @@ processes, cold (empty kernel cache) and warm (a second process, same shapes).
 Each process: import (reported apart), then one jitted forward+backward of the workload (or, with
 --forward-only, its forward), timed from the call to the result on the host. The step takes the
 positions and ids as arguments, as a training step takes its batch; --layout-constant closes it
-over them, and XLA then folds the masks into constants while it compiles (training_step). --jax-cache also
-turns on JAX's persistent compilation cache (XLA's part of the compile); without it only kvax's
-kernel cache (KVAX_CACHE_DIR) is warm. Writes OUT/first_call_*.json.
+over them, and XLA then folds the masks into constants while it compiles (training_step).
+--jax-cache also turns on JAX's persistent compilation cache (XLA's part of the compile); without
+it only kvax's kernel cache (KVAX_CACHE_DIR) is warm. Writes OUT/first_call_*.json.
 """
 
 from __future__ import annotations
