@@ -25,8 +25,8 @@ from workloads import inputs  # noqa: E402
 WAYS = ("args", "layout const", "all const")
 
 
-def steps(w, way: str, layers: int):
-    """({kind: jitted fn}, their arguments) for one way of passing the layout."""
+def operands(w):
+    """(q, k, v, masks, positions, ids) of the workload, on the device."""
     import jax
     import jax.numpy as jnp
 
@@ -37,6 +37,15 @@ def steps(w, way: str, layers: int):
     pos, seg = jnp.asarray(pos), jnp.asarray(seg)
     masks = jax.jit(lambda p, s: kvax.ops.create_attention_mask(p, s, p, s,
                                                                 calc_bwd_mask=True))(pos, seg)
+    return q, k, v, masks, pos, seg
+
+
+def steps(w, way: str, layers: int, q, k, v, masks, pos, seg):
+    """({kind: jitted fn}, their arguments) for one way of passing the layout."""
+    import jax
+    import jax.numpy as jnp
+
+    import kvax
 
     def attend(q, k, v, masks, pos, seg):
         return kvax.ops.flash_attention(q, k, v, pos, seg, pos, seg, mask=masks,
@@ -69,16 +78,17 @@ def main(argv=None):
 
     runs = {}
     for layout in args.layouts.split(","):
+        data = operands(LAYOUTS[layout])  # the same arrays for every way
         for way in WAYS:
-            fns, operands = steps(LAYOUTS[layout], way, args.layers)
+            fns, call_args = steps(LAYOUTS[layout], way, args.layers, *data)
             compiled = {}
             for kind, fn in fns.items():
                 t0 = time.perf_counter()
-                compiled[kind] = fn.lower(*operands).compile()
+                compiled[kind] = fn.lower(*call_args).compile()
                 print(f"compiled {layout} {way} {kind}: {time.perf_counter() - t0:.1f} s",
                       flush=True)
-            jax.block_until_ready([exe(*operands) for exe in compiled.values()])
-            runs[(layout, way)] = {kind: (lambda exe=exe, x=operands: exe(*x))
+            jax.block_until_ready([exe(*call_args) for exe in compiled.values()])
+            runs[(layout, way)] = {kind: (lambda exe=exe, x=call_args: exe(*x))
                                    for kind, exe in compiled.items()}
     times = in_turns(runs, args.rounds, args.repeats, label="/".join)
     print(f"\nmedian of {args.rounds} rounds, ms per call of {args.layers} chained "
