@@ -159,13 +159,13 @@ def test_step_copies_spike_variants_run_the_backwards_steps_in_one_order():
 
     def order(loops, group, per_head, lf, uf):
         def record(flag):
-            def step(i, carry):
+            def step(i, g, carry):  # step i of the group's head g
                 seen, n = carry
-                return seen.at[n].set(jnp.stack([i, jnp.int32(flag)])), n + 1
+                return seen.at[n].set(jnp.stack([i, jnp.int32(flag), g])), n + 1
             return step
 
         seen, n = jax.jit(lambda *b: loops(group, *b, record(1), record(0), (
-            jnp.full((32, 2), -1, jnp.int32), jnp.int32(0))))(
+            jnp.full((32, 3), -1, jnp.int32), jnp.int32(0))))(
                 *map(jnp.int32, (per_head, lf, uf)))
         return jnp.asarray(seen[:int(n)]).tolist()
 
@@ -174,8 +174,9 @@ def test_step_copies_spike_variants_run_the_backwards_steps_in_one_order():
     for group, per_head, lf, uf in ((3, 5, 1, 3), (2, 4, 0, 4), (1, 6, 6, 6), (4, 3, 0, 0)):
         expected = order(mosaic_bwd.head_steps, group, per_head, lf, uf)
         assert len(expected) == group * per_head
-        assert sum(flag == 0 for _, flag in expected) == group * (uf - lf)
-        assert [i for i, _ in expected] == list(range(group * per_head))
+        assert sum(flag == 0 for _, flag, _ in expected) == group * (uf - lf)
+        assert [i for i, _, _ in expected] == list(range(group * per_head))
+        assert [g for _, _, g in expected] == [i // per_head for i in range(group * per_head)]
         for loops in variants:
             assert order(loops, group, per_head, lf, uf) == expected
 

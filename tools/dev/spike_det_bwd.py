@@ -9,7 +9,7 @@ the float32 reduce-add's.
         [--variant "stages3:stages=3"]
 
 --variant (repeatable) adds a `mosaic det` configuration with other BackwardConfig fields;
---before FILE adds `before det`, the deterministic backward of an older mosaic_bwd.py (e.g.
+--before FILE adds `before det` and `before nondet`, the backward of an older mosaic_bwd.py (e.g.
 `git show REV:packages/kvax-core/src/kvax/_src/attention/mosaic_bwd.py > FILE`); --cap C
 soft-caps every run.
 """
@@ -74,8 +74,10 @@ def main():
         spec = importlib.util.spec_from_file_location("before_bwd", args.before)
         before = sys.modules["before_bwd"] = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(before)
-        configs["before det"] = (True, mock.patch.object(mosaic_bwd, "backward",
-                                                         before.backward))
+        for deterministic in (True, False):
+            name = "before " + ("det" if deterministic else "nondet")
+            configs[name] = (deterministic, mock.patch.object(mosaic_bwd, "backward",
+                                                              before.backward))
 
     runs, flops, results = {}, {}, {}
     for layout in args.layouts.split(","):

@@ -45,7 +45,8 @@ def per_head(loops):
 
         def head(g, carry):
             base = g * per_head
-            return loops(base, base + lf, base + uf, base + per_head, masked_step, full_step,
+            return loops(base, base + lf, base + uf, base + per_head,
+                         lambda s, c: masked_step(s, g, c), lambda s, c: full_step(s, g, c),
                          carry)
 
         return lax.fori_loop(0, group, head, carry)
@@ -60,9 +61,11 @@ def flat(group, per_head, lf, uf, masked_step, full_step, carry):
     from kvax._src.attention.mosaic_fwd import masked_then_full
 
     def one_round(r, carry):
-        base = lax.div(r, 2) * per_head
+        g = lax.div(r, 2)
+        base = g * per_head
         return masked_then_full(lax.rem(r, 2) == 0, base, base + lf, base + uf, base + per_head,
-                                masked_step, full_step, carry)
+                                lambda s, c: masked_step(s, g, c),
+                                lambda s, c: full_step(s, g, c), carry)
 
     return lax.fori_loop(0, 2 * group, one_round, carry)
 

@@ -131,20 +131,29 @@ def program_order(bounds, num_kv: int, num_k_tiles: int, num_q_tiles: int, row_r
 
 def head_steps(group: int, per_head, lf, uf, masked_step, full_step, carry):
     """Inside the kernel: steps [g * per_head, (g + 1) * per_head) for each query head g of the
-    group in turn, each head's [lf, uf) by full_step and the rest by masked_step, in order: three
-    loops a head, the masked step's code emitted twice. Unlike the forward's (masked_full_masked)
-    this costs compile time: with each step emitted once (tools/dev/spike_step_copies.py) the
+    group in turn, each head's [lf, uf) by full_step(s, g, carry) and the rest by masked_step
+    (the same arguments), in order: three loops a head, the masked step's code emitted twice.
+    Unlike the forward's (masked_full_masked) this costs compile time: with each step emitted
+    once (tools/dev/spike_step_copies.py) the
     backward compiled about 1 s faster, but forward+backward ran 0.5-1.4% slower on 8 documents
     and on one causal document, level on log-normal ones, in two runs on an H100
     (docs/bench/h100-2026-11-27-compile)."""
 
     def head(g, carry):
         base = g * per_head
-        carry = lax.fori_loop(base, base + lf, masked_step, carry)
-        carry = lax.fori_loop(base + lf, base + uf, full_step, carry)
-        return lax.fori_loop(base + uf, base + per_head, masked_step, carry)
+        masked = lambda s, carry: masked_step(s, g, carry)  # noqa: E731
+        full = lambda s, carry: full_step(s, g, carry)  # noqa: E731
+        carry = lax.fori_loop(base, base + lf, masked, carry)
+        carry = lax.fori_loop(base + lf, base + uf, full, carry)
+        return lax.fori_loop(base + uf, base + per_head, masked, carry)
 
     return lax.fori_loop(0, group, head, carry)
+
+
+def ring(s, n: int):
+    """s mod n for a step s >= 0: a mask for powers of two (lax.rem's sign fix-ups cost
+    instructions in every step)."""
+    return lax.bitwise_and(s, n - 1) if n & (n - 1) == 0 else lax.rem(s, n)
 
 
 def to_fixed(x, scale):
@@ -286,9 +295,8 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
         code = order_ref[batch, lax.axis_index("heads") * num_k_tiles + lax.axis_index("k_seq")]
         kvh, tile = lax.div(code, num_k_tiles), lax.rem(code, num_k_tiles)
         wg = lax.axis_index("wg")
-        ((q_smem, do_smem, st_smem, k_smem, v_smem, ds_smem, dq_smem), (q_ready, do_ready,
-                                                                         st_ready),
-         free, kv_ready, ds_ready, done) = scoped
+        ((q_smem, do_smem, st_smem, k_smem, v_smem, ds_smem, dq_smem), loaded, free, kv_ready,
+         ds_ready, done) = scoped
         # the same bytes: 8x8 tiles for the registers' store, flat for TMA. A RefUnion's groups
         # each start at its first byte; Mosaic does not promise more, and writing through one
         # view and reading through the other relies on that (the GPU tests check every element)
@@ -299,10 +307,12 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
         per_head = hi - lo
         steps = per_head * group
 
-        def where_step(s):
+        def where_step(s, g=None):
             """(query head, query tile) of step s: the group's heads in turn, each over
-            [lo, hi)."""
-            g = lax.div(s, jnp.maximum(per_head, 1))
+            [lo, hi); g, the step's head in the group, where the caller knows it (a division
+            in each step cost the consumers ~30 instructions of ~600)."""
+            if g is None:
+                g = lax.div(s, jnp.maximum(per_head, 1))
             return kvh * group + g, lo + s - g * per_head
 
         @pl.when(wg < 2)
@@ -336,18 +346,16 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
             def rows(x):
                 return lax.broadcast_in_dim(x, shape, [0])
 
-            def step(s, carry, masked: bool):
+            def step(s, g, carry, masked: bool):
                 dk, dv = carry
-                slot = lax.rem(s, stages)
-                d = lax.rem(s, 2)
-                head, qt = where_step(s)
+                slot = ring(s, stages)
+                d = ring(s, 2)
+                head, qt = where_step(s, g)
                 # a masked step's query layout: global loads issued before the step's waits,
                 # so that their latency is hidden (4-8% on log-normal and short documents)
                 q_layout = (load_layout(qlay_ref, batch, qt * block_q, block_q, col_layout)
                             if masked else None)
-                plgpu.barrier_wait(q_ready.at[slot])
-                plgpu.barrier_wait(st_ready.at[slot])
-                plgpu.barrier_wait(do_ready.at[slot])
+                plgpu.barrier_wait(loaded.at[slot])  # Q, dO and the stats
 
                 def sdp_scope(s_acc, dp_acc):
                     plgpu.wgmma(s_acc, k_mine, q_smem.at[slot].transpose((1, 0)))
@@ -392,8 +400,8 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
                         scale_r = plgpu.load(st_smem.at[slot, 2], layout=row_layout)
                         dq_smem.at[wg][...] = to_fixed(
                             dq, lax.broadcast_in_dim(scale_r, (block_q, half), [0]))
-                    else:
-                        dq_smem.at[wg][...] = dq * sc
+                    else:  # times the scale after the kernel
+                        dq_smem.at[wg][...] = dq
                     plgpu.commit_smem()
                     plgpu.copy_smem_to_gmem(dq_flat.at[wg], dq_ref.at[batch, head, qt, wg],
                                             reduction_op="add")
@@ -406,8 +414,8 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
 
             with jax.named_scope("loop"):
                 dk, dv = head_steps(group, per_head, lf - lo, uf - lo,
-                                    lambda s, c_: step(s, c_, True),
-                                    lambda s, c_: step(s, c_, False),
+                                    lambda s, g, c_: step(s, g, c_, True),
+                                    lambda s, g, c_: step(s, g, c_, False),
                                     (zeros((keys_per_wg, h)), zeros((keys_per_wg, h))))
             with jax.named_scope("epilogue"):
                 plgpu.barrier_arrive(done)  # the other consumer's last dQ has read our keys
@@ -426,23 +434,26 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
         def _producer():
             plgpu.set_max_registers(config.producer_registers, action="decrease")
 
-            def issue(s, slot, wait):
-                head, qt = where_step(s)
+            def issue(head, qt, slot, wait):
                 q_slice = (batch, pl.ds(qt * block_q, block_q), head)
                 if wait:
                     plgpu.barrier_wait(free.at[slot])
-                plgpu.copy_gmem_to_smem(q_ref.at[q_slice], q_smem.at[slot], q_ready.at[slot])
+                plgpu.copy_gmem_to_smem(q_ref.at[q_slice], q_smem.at[slot], loaded.at[slot])
                 plgpu.copy_gmem_to_smem(
                     stats_ref.at[batch, head, :, pl.ds(qt * block_q, block_q)],
-                    st_smem.at[slot], st_ready.at[slot])
-                plgpu.copy_gmem_to_smem(do_ref.at[q_slice], do_smem.at[slot], do_ready.at[slot])
+                    st_smem.at[slot], loaded.at[slot])
+                plgpu.copy_gmem_to_smem(do_ref.at[q_slice], do_smem.at[slot], loaded.at[slot])
 
             for i in range(stages):
-                pl.when(i < steps)(lambda i=i: issue(jnp.int32(i), i, False))
+                pl.when(i < steps)(lambda i=i: issue(*where_step(jnp.int32(i)), i, False))
 
-            @pl.loop(0, jnp.maximum(steps - stages, 0))
-            def _(s):
-                issue(s + stages, lax.rem(s, stages), True)
+            def one(s, at):  # step s + stages, its (head, query tile) carried, not divided
+                head, qt = at
+                issue(head, qt, ring(s, stages), True)
+                last = qt + 1 == hi
+                return jnp.where(last, head + 1, head), jnp.where(last, lo, qt + 1)
+
+            lax.fori_loop(0, jnp.maximum(steps - stages, 0), one, where_step(jnp.int32(stages)))
 
     def entry(q_ref, k_ref, v_ref, do_ref, stats_ref, qlay_ref, klay_ref, bounds_ref, factors_ref,
               order_ref, dq_ref, dk_ref, dv_ref):
@@ -464,7 +475,7 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
             lambda *scoped: kernel(q_ref, k_ref, v_ref, do_ref, stats_ref, qlay_ref, klay_ref,
                                    bounds_ref, factors_ref, order_ref, dq_ref, dk_ref, dv_ref,
                                    scoped),
-            smem, (plgpu.Barrier(num_barriers=stages),) * 3,
+            smem, plgpu.Barrier(num_arrivals=3, num_barriers=stages),  # Q, dO, stats: one each
             plgpu.Barrier(num_arrivals=2, num_barriers=stages), plgpu.Barrier(num_barriers=4),
             plgpu.Barrier(num_arrivals=2, num_barriers=2), plgpu.Barrier(num_arrivals=2),
             collective_axes="wg")
@@ -487,4 +498,6 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
     dq = untile_dq(dq_acc[...], block_q)[:, :t]
     if deterministic:
         dq = dq.astype(jnp.float32) * (jnp.swapaxes(fixed_unscale, 1, 2)[..., None] * scale)
+    else:
+        dq = dq * jnp.asarray(scale, jnp.float32)
     return dq.astype(dtype), dk[:, :s_len], dv[:, :s_len]
