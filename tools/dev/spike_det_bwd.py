@@ -86,13 +86,14 @@ def main():
         q, k, v = (jnp.asarray(x, jnp.bfloat16) for x in (q, k, v))
         pos, seg = jnp.asarray(pos), jnp.asarray(seg)
         flops[layout] = 3.5 * 4 * w.allowed_pairs() * w.num_heads * w.head_dim
-        masks = kvax.ops.create_attention_mask(pos, seg, pos, seg, calc_bwd_mask=True)
+        masks = kvax.ops.create_attention_mask(pos, seg, pos, seg, calc_bwd_mask=True,
+                                               is_causal=w.causal)
         for name, (deterministic, patch) in configs.items():
             def attn(q, k, v, deterministic=deterministic):
                 return kvax.ops.flash_attention(q, k, v, pos, seg, pos, seg, mask=masks,
                                                 scale=w.head_dim ** -0.5,
                                                 deterministic=deterministic,
-                                                logits_soft_cap=args.cap)
+                                                logits_soft_cap=args.cap, is_causal=w.causal)
 
             grad = jax.grad(lambda q, k, v: jnp.sum(attn(q, k, v).astype(jnp.float32)),
                             argnums=(0, 1, 2))

@@ -34,6 +34,7 @@ LAYOUTS = {
     "short": Workload(65536, num_pad_tokens=1000, doc_median=190, ids="shuffled"),
     "docs8": Workload(65536, num_segments=8, num_pad_tokens=2000),
     "causal1": Workload(65536),
+    "bidir16k": Workload(16384, causal=False),
 }
 
 
