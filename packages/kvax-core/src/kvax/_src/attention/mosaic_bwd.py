@@ -134,10 +134,9 @@ def head_steps(group: int, per_head, lf, uf, masked_step, full_step, carry):
     group in turn, each head's [lf, uf) by full_step(s, g, carry) and the rest by masked_step
     (the same arguments), in order: three loops a head, the masked step's code emitted twice.
     Unlike the forward's (masked_full_masked) this costs compile time: with each step emitted
-    once (tools/dev/spike_step_copies.py) the
-    backward compiled about 1 s faster, but forward+backward ran 0.5-1.4% slower on 8 documents
-    and on one causal document, level on log-normal ones, in two runs on an H100
-    (docs/bench/h100-2026-11-27-compile)."""
+    once (tools/dev/spike_step_copies.py) the backward compiled about 1 s faster, but
+    forward+backward ran 0.5-1.4% slower on 8 documents and on one causal document, level on
+    log-normal ones, in two runs on an H100 (docs/bench/h100-2026-11-27-compile)."""
 
     def head(g, carry):
         base = g * per_head
