@@ -779,6 +779,15 @@ def test_backward_program_order_launches_the_last_heads_longest_tiles_first(num_
         assert np.all(np.diff(tiles)[ties] > 0)
 
 
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5])
+def test_ring_is_the_remainder_of_a_step(n):
+    """mosaic_bwd.ring(s, n) is s mod n for the steps' s >= 0: a mask for powers of two, the
+    remainder otherwise (the slots of the backward's rings of buffers)."""
+    s = jnp.arange(0, 1000, dtype=jnp.int32)
+    assert np.array_equal(np.asarray(jax.jit(lambda s: mosaic_bwd.ring(s, n))(s)),
+                          np.arange(1000) % n)
+
+
 @pytest.mark.parametrize("seed", range(2))
 def test_to_fixed_rounds_to_nearest_over_the_int32_range(seed):
     """to_fixed(x, scale) is round(x * scale) for |x * scale| up to 2^31 (ties included) with
