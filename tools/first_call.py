@@ -30,6 +30,10 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from workloads import Workload, inputs  # noqa: E402
 
+# the child's switches (parse_args' flags, child's keywords) and each one's suffix of the file name
+SWITCHES = {"forward_only": "forward", "prime": "primed", "mask_apart": "mask_apart",
+            "layout_constant": "layout_constant"}
+
 
 def training_step(w: Workload, backend: str = "auto", forward_only: bool = False,
                   mask_apart: bool = False, layout_constant: bool = False):
@@ -115,9 +119,9 @@ def run(args) -> list[dict]:
     args from parse_args."""
     workload = dict(seq_len=args.seq_len, num_segments=args.num_segments,
                     num_pad_tokens=args.num_pad_tokens, doc_median=args.doc_median)
-    backend, forward_only, prime, mask_apart, layout_constant = (
-        args.backend, args.forward_only, args.prime, args.mask_apart, args.layout_constant)
-    step = "forward" if forward_only else "forward+backward"
+    backend = args.backend
+    switches = ["--" + name.replace("_", "-") for name in SWITCHES if getattr(args, name)]
+    step = "forward" if args.forward_only else "forward+backward"
     cache = tempfile.mkdtemp(prefix="kvax-cache-")
     env = dict(os.environ, KVAX_CACHE_DIR=os.path.join(cache, "kvax"))
     if args.jax_cache:
@@ -127,19 +131,17 @@ def run(args) -> list[dict]:
     labels = ("cold", "warm", "warm again")[:args.processes]
     for label in labels:
         out = subprocess.run([sys.executable, __file__, "--child", json.dumps(workload),
-                              "--backend", backend] + ["--forward-only"] * forward_only
-                             + ["--prime"] * prime + ["--mask-apart"] * mask_apart
-                             + ["--layout-constant"] * layout_constant,
+                              "--backend", backend, *switches],
                              env=env, capture_output=True, text=True)
         if out.returncode:
             raise RuntimeError(out.stderr[-3000:])
         row = dict(run=label, jax_cache=args.jax_cache, backend=backend, step=step,
                    **json.loads(out.stdout.splitlines()[-1]))
-        apart = f"; masks apart first: {row['mask_s']:.1f} s" if mask_apart else ""
-        apart += "; positions and ids constant" if layout_constant else ""
+        apart = f"; masks apart first: {row['mask_s']:.1f} s" if args.mask_apart else ""
+        apart += "; positions and ids constant" if args.layout_constant else ""
         primed = (f"; primed by half the tokens first: {row['prime_first_call_s']:.1f} s (lower "
                   f"{row['prime_lower_s']:.1f}, XLA {row['prime_xla_compile_s']:.1f})"
-                  if prime else "")
+                  if args.prime else "")
         print(f"{label:>10} ({step}, {backend}, jax cache {'on' if args.jax_cache else 'off'}): "
               f"first call {row['first_call_s']:.1f} s (lower {row['lower_s']:.1f}, XLA "
               f"{row['xla_compile_s']:.1f}, first run {row['first_run_s']:.1f}), second "
@@ -181,16 +183,13 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None):
     args = parse_args(argv)
     if args.child:
-        print(json.dumps(child(json.loads(args.child), args.backend, args.forward_only,
-                               args.prime, args.mask_apart, args.layout_constant)))
+        print(json.dumps(child(json.loads(args.child), args.backend,
+                               **{name: getattr(args, name) for name in SWITCHES})))
         return
     rows = run(args)
     os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, f"first_call_{args.backend}"
-                              f"{'_forward' if args.forward_only else ''}"
-                              f"{'_primed' if args.prime else ''}"
-                              f"{'_mask_apart' if args.mask_apart else ''}"
-                              f"{'_layout_constant' if args.layout_constant else ''}"
+    suffixes = "".join(f"_{suffix}" for name, suffix in SWITCHES.items() if getattr(args, name))
+    path = os.path.join(args.out, f"first_call_{args.backend}{suffixes}"
                               f"{'_jax_cache' if args.jax_cache else ''}.json")
     with open(path, "w") as f:
         json.dump(rows, f, indent=1)
