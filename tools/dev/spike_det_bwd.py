@@ -47,7 +47,8 @@ def main():
     parser.add_argument("--variant", action="append", default=[],
                         help="NAME:FIELD=INT,... a deterministic Mosaic backward with these "
                              "BackwardConfig fields")
-    parser.add_argument("--before", help="an older mosaic_bwd.py to time as `before det`")
+    parser.add_argument("--before", help="an older mosaic_bwd.py to time as `before det` and "
+                                         "`before nondet`")
     parser.add_argument("--cap", type=float, default=None, help="a logit soft cap for every run")
     args = parser.parse_args()
     import jax
