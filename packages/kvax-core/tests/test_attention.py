@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from kvax_core_cases import BACKENDS, SMALL
 
-from kvax._src.attention import blockwise
+from kvax._src.attention import backends, blockwise
 from kvax.ops import create_attention_mask, flash_attention
 from kvax_testing import (check_attention, mask_terms, packed_batch, reference_attention,
                           soft_cap)
@@ -350,8 +350,20 @@ def test_variants_match_reference(variant, case, backend):
                              mask_terms=mask_terms(**{k: v for k, v in variant.items()
                                                       if k in MASK_ARGS}),
                              logits_fn=None if cap is None else soft_cap(cap), sinks=sinks,
-                             residual=variant.get("return_residual", False))
+                             residual=variant.get("return_residual", False),
+                             logit_error=(0.0 if backend == "xla" else
+                                          backends.kernel_logit_error(cap, case.dtype)))
     assert report.ok, f"seed={seed}\n{report}"
+
+
+def test_kernel_logit_error_is_the_approximate_tanh_of_16_bit_caps():
+    """The logit error the kernels declare (the checks' allowance on the logsumexp): c times
+    tanh.approx.f32's relative error for 16-bit inputs, none for float32 (libdevice's tanh) or
+    without a cap."""
+    assert backends.kernel_logit_error(5.0, "bfloat16") == 5.0 * 2.0**-10.98
+    assert backends.kernel_logit_error(30.0, jnp.float16) == 30.0 * 2.0**-10.98
+    assert backends.kernel_logit_error(5.0, "float32") == 0.0
+    assert backends.kernel_logit_error(None, "bfloat16") == 0.0
 
 
 def test_capped_reference_keeps_every_weight_normal():

@@ -947,7 +947,8 @@ def _check(case, variant, seed, bwd=BWD, deterministic=True, scale_sign=1.0, bat
                            mask_terms=mask_terms(**{k: v for k, v in variant.items()
                                                     if k in ("is_causal", "local_window_size")}),
                            logits_fn=None if cap is None else soft_cap(cap), sinks=sinks,
-                           residual=variant.get("return_residual", False))
+                           residual=variant.get("return_residual", False),
+                           logit_error=backends.kernel_logit_error(cap, batch.query.dtype))
 
 
 @pytest.mark.gpu

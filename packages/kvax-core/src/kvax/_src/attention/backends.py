@@ -20,6 +20,23 @@ from kvax._src.attention import validate
 from kvax._src.config import FlashAttentionParamsConfig, is_hopper
 
 
+# tanh.approx.f32's largest relative error (the PTX ISA gives 2^-10.987): the GPU kernels take
+# that instruction for a soft cap on 16-bit inputs (libdevice's tanh, exact to float32, on
+# float32 ones)
+TANH_APPROX_ERROR = 2.0**-10.98
+
+
+def kernel_logit_error(logits_soft_cap, dtype) -> float:
+    """The largest absolute error that the GPU kernels' soft-capped logits carry by design: the
+    cap c times tanh.approx.f32's relative error, for 16-bit inputs; 0 without a cap or for
+    float32 inputs. It is finer than a 16-bit computation's rounding of the logits (so the
+    outputs and gradients keep their 16-bit baselines), but the float32 logsumexp they return
+    may move by up to this much (a logit error of e moves log sum exp by at most e)."""
+    if logits_soft_cap is None or jax.numpy.dtype(dtype).itemsize > 2:
+        return 0.0
+    return float(logits_soft_cap) * TANH_APPROX_ERROR
+
+
 class Backend:
     name: str = ""
 
