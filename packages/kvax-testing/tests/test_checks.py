@@ -80,8 +80,8 @@ def test_checker_sinks_and_residual(dtype):
 
 def test_declared_logit_error_widens_only_the_logsumexp():
     """A logsumexp off by 1e-3 fails, and passes once the call declares logits up to 1.5e-3 off
-    (an approximate tanh's); it still fails at 5e-4 declared, and a sink off by 0.02 (its
-    logsumexp by about as much) still fails at 1.5e-3."""
+    (an approximate tanh's), the other results' bounds unchanged; it still fails at 5e-4
+    declared, and a sink off by 0.02 (its logsumexp by about as much) still fails at 1.5e-3."""
     batch = packed_batch(25, kv_len=97, num_docs=3, pad_tokens=9, head_dim=16, dtype="bfloat16")
 
     def off(**bug):
@@ -95,5 +95,8 @@ def test_declared_logit_error_widens_only_the_logsumexp():
     assert not check(off(lse_shift=1e-3), 5e-4).ok
     passed = check(off(lse_shift=1e-3), 1.5e-3)
     assert passed.ok, str(passed)
+    strict = check(off(lse_shift=1e-3), 0.0)
+    for before, after in zip(strict.comparisons, passed.comparisons):
+        assert (after.bound > before.bound) == (after.name == "lse"), (before, after)
     failed = check(off(shift=0.02), 1.5e-3)
     assert "lse" in {c.name for c in failed.comparisons if not c.ok}, str(failed)
