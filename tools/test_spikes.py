@@ -204,3 +204,31 @@ def test_layout_args_spike_times_three_ways(monkeypatch, capsys):
     table = out[out.index("tiny:") + 1:]
     assert [line.split()[0] for line in table] == ["args", "layout", "all"]
     assert "(+0.00%)" in table[0]
+
+
+def test_det_bwd_spike_times_the_configurations_that_compile(monkeypatch, capsys):
+    """A configuration that fails to compile (a variant past the shared memory, say) is reported
+    and left out; the others are still compiled, compared and timed (here on the CPU path)."""
+    import kvax
+    import spike_det_bwd
+    from workloads import Workload
+
+    monkeypatch.setattr(spike_det_bwd, "LAYOUTS", {"tiny": Workload(
+        256, num_segments=3, num_pad_tokens=7, num_heads=2, num_kv_heads=1, head_dim=16)})
+    attention = kvax.ops.flash_attention
+
+    def nondet_fails(*args, deterministic=True, **kwargs):
+        if not deterministic:
+            raise ValueError("Mosaic GPU kernel exceeds available shared memory\nmore")
+        return attention(*args, deterministic=deterministic, **kwargs)
+
+    monkeypatch.setattr(kvax.ops, "flash_attention", nondet_fails)
+    spike_det_bwd.main(["--layouts", "tiny", "--configs", "mosaic det,mosaic nondet",
+                        "--rounds", "1", "--repeats", "1"])
+    out = capsys.readouterr().out.splitlines()
+    assert ("could not compile tiny mosaic nondet: ValueError: Mosaic GPU kernel exceeds "
+            "available shared memory") in out
+    assert any(line.startswith("compiled tiny mosaic det: reruns bitwise equal True")
+               for line in out)
+    table = out[out.index("median of 1 rounds: f+b ms (TF/s, against `triton det`)") + 1:]
+    assert [line.split()[:3] for line in table] == [["tiny", "mosaic", "det"]]
