@@ -120,6 +120,10 @@ def main(argv=None):
                     and (layout, name) in results):
                 equal = all(np.array_equal(a, b) for a, b in zip(results[(layout, name)], det))
                 print(f"  {layout} {name}: bitwise equal to `mosaic det` {equal}", flush=True)
+                if not equal:  # how far, against the largest gradient
+                    print("    max |d - det| / max |det|: " + ", ".join(
+                        f"{g} {np.max(np.abs(a - b)) / np.max(np.abs(b)):.3g}" for g, a, b
+                        in zip(("dq", "dk", "dv"), results[(layout, name)], det)), flush=True)
         ref = results.get((layout, "mosaic nondet"))
         for name in configs:
             if ref is not None and (layout, name) in results:
