@@ -146,8 +146,11 @@ def test_errors_name_the_argument():
         dot_product_attention(q, k, v, query_segment_ids=jnp.zeros((2, 8), jnp.int32))
     with pytest.raises(ValueError, match=r"query_seq_lengths must be .* shape \(2,\)"):
         dot_product_attention(q, k, v, query_seq_lengths=jnp.array([3]))
-    with pytest.raises(ValueError, match="backend must be one of"):
+    with pytest.raises(NotImplementedError, match="implementation='cudnn' is jax.nn's"):
         dot_product_attention(q, k, v, implementation="cudnn")
+    with pytest.raises(ValueError, match=r"implementation must be one of \(.*'xla', 'auto'\) "
+                                         r"or None, got 'flash'"):
+        dot_product_attention(q, k, v, implementation="flash")
     with pytest.raises(ValueError, match=r"sinks must be .* \(2,\)"):
         dot_product_attention(q, k, v, sinks=jnp.zeros(3))
     with pytest.raises(ValueError, match="deterministic must be True or False, got 'yes'"):
@@ -245,6 +248,10 @@ def test_flax_attention_fn_refuses_what_it_cannot_do():
         make_attention_fn(is_causal=False)(q, k, v, is_causal=True)
     with pytest.raises(ValueError, match="masks= needs"):
         make_attention_fn(masks=object())
+    with pytest.raises(NotImplementedError, match="implementation='cudnn' is jax.nn's"):
+        make_attention_fn(implementation="cudnn")  # when made, not at the model's first call
+    with pytest.raises(ValueError, match="implementation must be one of"):
+        make_attention_fn(implementation="Mosaic")
 
 
 def test_flax_attention_fn_with_prebuilt_masks():

@@ -37,6 +37,7 @@ def make_attention_fn(*, query_segment_ids=None, kv_segment_ids=None, query_posi
     layout), dropout on the attention weights, `sow_weights` (the weights are never formed) and
     `input_positions` (RoPE inside the attention); unknown keywords are a TypeError.
     """
+    jax_nn.check_implementation(implementation)
     if masks is not None:
         missing = [name for name, x in (("query_positions", query_positions),
                                         ("query_segment_ids", query_segment_ids),

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from kvax._src.attention import api, validate
+from kvax._src.attention import api, backends, validate
 from kvax._src.config import PADDING_SEGMENT_ID
 
 _DENSE_HINT = ("Kvax never materialises a [T, S] mask: express it with query_segment_ids / "
@@ -67,6 +67,17 @@ def _seq_lengths(name, lengths, batch, length):
     return jnp.arange(length)[None, :] < lengths[:, None]  # [B, L] bool: inside the sequence
 
 
+def check_implementation(implementation) -> None:
+    """A Kvax backend's name or None; jax.nn's "cudnn" is NotImplementedError, with the way to it."""
+    if implementation == "cudnn":  # jax.nn's, valid there
+        raise NotImplementedError(
+            "implementation='cudnn' is jax.nn's cuDNN kernel, not one of Kvax's: pass one of "
+            f"{backends.names()} or None (auto), or call jax.nn.dot_product_attention for cuDNN")
+    if implementation is not None and implementation not in backends.names():
+        raise ValueError(f"implementation must be one of {backends.names()} or None, got "
+                         f"{implementation!r}")
+
+
 def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None,
                           is_causal=False, query_seq_lengths=None, key_value_seq_lengths=None,
                           local_window_size=None, implementation=None, return_residual=False,
@@ -98,6 +109,7 @@ def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None
     if bias is not None or mask is not None:
         raise NotImplementedError(f"a dense {'bias' if bias is not None else 'mask'} is not "
                                   f"supported. {_DENSE_HINT}")
+    check_implementation(implementation)
     query, key, value = jnp.asarray(query), jnp.asarray(key), jnp.asarray(value)
     ranks = (query.ndim, key.ndim, value.ndim)
     if ranks not in ((3, 3, 3), (4, 4, 4)):
