@@ -68,7 +68,8 @@ def _seq_lengths(name, lengths, batch, length):
 
 
 def check_implementation(implementation) -> None:
-    """A Kvax backend's name or None; jax.nn's "cudnn" is NotImplementedError, with the way to it."""
+    """Accepts a Kvax backend's name or None. jax.nn's "cudnn" is a NotImplementedError that
+    says where cuDNN is; anything else a ValueError."""
     if implementation == "cudnn":  # jax.nn's, valid there
         raise NotImplementedError(
             "implementation='cudnn' is jax.nn's cuDNN kernel, not one of Kvax's: pass one of "
