@@ -1,0 +1,2 @@
+# run inline on call 6's machine (still warm), from the repository root
+source tools/gpu_env.sh; mkdir -p /tmp/dp; MOSAIC_GPU_DUMP_TO=/tmp/dp MOSAIC_GPU_DUMP_PTXAS=1 timeout -s INT 120 python3 tools/dev/spike_det_bwd.py --layouts lognormal --configs "mosaic det" --variant "pairs:pairs=1" --rounds 1 --repeats 1 > $OUT/dump.txt 2>&1; echo rc $?; ls /tmp/dp | head; grep -h -i "spill\|Used\|serializ\|warn" /tmp/dp/* 2>/dev/null | sort | uniq -c | head -20; grep -i "serializ\|warn" $OUT/dump.txt | head -5
