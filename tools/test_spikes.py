@@ -5,6 +5,8 @@ the other tools/dev measurements run on CPU."""
 import os
 import sys
 
+import pytest
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "dev"))
 
 
@@ -232,3 +234,27 @@ def test_det_bwd_spike_times_the_configurations_that_compile(monkeypatch, capsys
                for line in out)
     table = out[out.index("median of 1 rounds: f+b ms (TF/s, against `triton det`)") + 1:]
     assert [line.split()[:3] for line in table] == [["tiny", "mosaic", "det"]]
+
+
+def test_det_bwd_spike_evict_last_rewrites_only_the_reduce_adds(monkeypatch):
+    """--evict-last's patch gives Mosaic GPU's TMA reduce-adds an L2 evict-last policy, leaves
+    other inline PTX alone, and refuses a reduce-add it does not recognise (so that a changed
+    jax cannot make the trial a silent no-op)."""
+    import spike_det_bwd
+    from jax.experimental.mosaic.gpu import launch_context
+
+    seen = []
+    monkeypatch.setattr(launch_context.llvm, "inline_asm",
+                        lambda result, operands, asm, constraints, **kw: seen.append(asm))
+    reduce = ("@$0 cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group "
+              "[$2,{$3,$4}], [$1];")
+    with spike_det_bwd.evict_last_reduce():
+        launch_context.llvm.inline_asm(None, [], reduce, "b,r,l,r,r")
+        launch_context.llvm.inline_asm(None, [], "cp.async.bulk.commit_group;", "")
+        with pytest.raises(ValueError, match="does not know"):
+            launch_context.llvm.inline_asm(None, [], "cp.reduce.async.bulk.tensor [$1];", "")
+    assert seen == [
+        "{ .reg .b64 policy; createpolicy.fractional.L2::evict_last.b64 policy, 1.0; "
+        "@$0 cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group"
+        ".L2::cache_hint [$2,{$3,$4}], [$1], policy; }",
+        "cp.async.bulk.commit_group;"]

@@ -11,7 +11,8 @@ the float32 reduce-add's.
 --variant (repeatable) adds a `mosaic det` configuration with other BackwardConfig fields;
 --before FILE adds `before det` and `before nondet`, the backward of an older mosaic_bwd.py (e.g.
 `git show REV:packages/kvax-core/src/kvax/_src/attention/mosaic_bwd.py > FILE`); --cap C
-soft-caps every run.
+soft-caps every run; --evict-last adds `evict_last`, the default with dQ's reduce-adds under an
+L2 evict-last policy (docs/bench/h100-2026-11-28-bwd-dq-store).
 """
 
 from __future__ import annotations
@@ -38,6 +39,25 @@ CONFIGS = {  # name: (deterministic, the Triton backward in place of the Mosaic 
 }
 
 
+def evict_last_reduce():
+    """A patch under which Mosaic GPU's TMA reduce-adds carry an L2 evict-last cache policy."""
+    from jax.experimental.mosaic.gpu import launch_context
+
+    real = launch_context.llvm.inline_asm
+
+    def inline_asm(result, operands, asm, constraints, **kwargs):
+        if "cp.reduce.async.bulk.tensor" in asm:
+            if asm.count(".bulk_group [") != 1 or not asm.endswith("], [$1];"):
+                raise ValueError(f"a reduce-add this patch does not know: {asm}")
+            asm = asm.replace(".bulk_group [", ".bulk_group.L2::cache_hint [")
+            asm = asm[:-len("], [$1];")] + "], [$1], policy;"
+            asm = ("{ .reg .b64 policy; createpolicy.fractional.L2::evict_last.b64 policy, 1.0; "
+                   + asm + " }")
+        return real(result, operands, asm, constraints, **kwargs)
+
+    return mock.patch.object(launch_context.llvm, "inline_asm", inline_asm)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=10)
@@ -50,6 +70,10 @@ def main(argv=None):
     parser.add_argument("--before", help="an older mosaic_bwd.py to time as `before det` and "
                                          "`before nondet`")
     parser.add_argument("--cap", type=float, default=None, help="a logit soft cap for every run")
+    parser.add_argument("--evict-last", action="store_true",
+                        help="adds `evict_last`: `mosaic det` with dQ's reduce-adds asking L2 to "
+                             "keep their lines (FA3's hint; jax's Mosaic GPU has no option for "
+                             "it, so its PTX string is rewritten while the kernel lowers)")
     args = parser.parse_args(argv)
     import jax
     import jax.numpy as jnp
@@ -69,6 +93,8 @@ def main(argv=None):
             key: int(value) for key, value in (field.split("=") for field in fields.split(","))})
         configs[name] = (True, mock.patch.object(mosaic_bwd, "BackwardConfig",
                                                  lambda c=config: c))
+    if args.evict_last:
+        configs["evict_last"] = (True, evict_last_reduce())
     if args.before:
         import importlib.util
 
