@@ -140,8 +140,7 @@ def _check_masks(mask, batch, q_len, kv_len, fwd_params, bwd_params,
 
 def resolve_backend(backend: str, query, key, value, fwd_params) -> str:
     """A registered backend's name: the one asked for, or for "auto" the first that can run."""
-    if not isinstance(backend, str):
-        raise ValueError(f"backend must be one of {backends.names()}, got {backend!r}")
+    backends.check_name(backend)
     return backends.resolve(backend, query, key, value, fwd_params=fwd_params)
 
 

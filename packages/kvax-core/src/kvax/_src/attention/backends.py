@@ -234,6 +234,15 @@ def names() -> tuple[str, ...]:
     return tuple(sorted(_REGISTRY, key=lambda n: -_REGISTRY[n][0])) + ("auto",)
 
 
+def check_name(name, argument: str = "backend", *, or_none: bool = False) -> None:
+    """A ValueError naming `argument` unless name is a registered backend, "auto", or (with
+    or_none) None."""
+    if (or_none and name is None) or (isinstance(name, str) and name in names()):
+        return
+    raise ValueError(f"{argument} must be one of {names()}{' or None' if or_none else ''}, got "
+                     f"{name!r}")
+
+
 def get(name: str) -> Backend:
     if name not in _REGISTRY:
         raise ValueError(f"backend must be one of {names()}, got {name!r}")

@@ -74,9 +74,7 @@ def check_implementation(implementation) -> None:
         raise NotImplementedError(
             "implementation='cudnn' is jax.nn's cuDNN kernel, not one of Kvax's: pass one of "
             f"{backends.names()} or None (auto), or call jax.nn.dot_product_attention for cuDNN")
-    if implementation is not None and implementation not in backends.names():
-        raise ValueError(f"implementation must be one of {backends.names()} or None, got "
-                         f"{implementation!r}")
+    backends.check_name(implementation, "implementation", or_none=True)
 
 
 def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None,
