@@ -54,6 +54,9 @@ def test_sass_loops_counts_a_backward_branchs_span(tmp_path, capsys):
     sass_loops.main([str(path), "--min", "1"])
     out = capsys.readouterr().out.splitlines()
     assert out[1].startswith("0x00010-0x00040: 4 instructions; FFMA 1, FSEL 1, MUFU 1, BRA 1")
+    sass_loops.main([str(path), "--min", "1", "--top", "1", "--count", "MUFU,LDL"])
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == "0x00010-0x00040: 4 instructions; FFMA 1; MUFU 1; LDL 0"
 
 
 def _range_words(ranges):

@@ -3,6 +3,7 @@ most common opcodes: how we compare a step of our kernels with a peer's, instruc
 instruction (docs/bench/h100-2026-11-24-fwd-sass).
 
     python tools/dev/sass_loops.py KERNEL.sass [--min 100] [--function SUBSTRING]
+        [--count LDL,STL,BAR]
 
 A loop is the span from a backward branch's target to the branch (nested loops show once per
 level). Our Mosaic kernels' SASS: MOSAIC_GPU_DUMP_PTX=1 MOSAIC_GPU_DUMP_TO=DIR on the GPU machine,
@@ -61,6 +62,8 @@ def main(argv=None):
     p.add_argument("--min", type=int, default=100, help="the smallest loop shown, instructions")
     p.add_argument("--function", default=None, help="a substring of the kernel's name")
     p.add_argument("--top", type=int, default=16, help="opcodes shown per loop")
+    p.add_argument("--count", default="",
+                   help="opcodes always counted per loop, e.g. LDL,STL,BAR (spills, barriers)")
     args = p.parse_args(argv)
     code = instructions(args.sass, args.function)
     print(f"{len(code)} instructions")
@@ -69,7 +72,9 @@ def main(argv=None):
             continue
         counts = collections.Counter(opcode(text) for _, text in code[first:last + 1])
         mix = ", ".join(f"{k} {v}" for k, v in counts.most_common(args.top))
-        print(f"{code[first][0]:#07x}-{code[last][0]:#07x}: {last - first + 1} instructions; {mix}")
+        asked = "".join(f"; {op} {counts[op]}" for op in args.count.split(",") if op)
+        print(f"{code[first][0]:#07x}-{code[last][0]:#07x}: {last - first + 1} instructions; "
+              f"{mix}{asked}")
 
 
 if __name__ == "__main__":
