@@ -489,8 +489,8 @@ def sweep_from_log(text: str) -> dict:
 
 
 def jax_step_once(which: str, w: Workload) -> float | None:
-    """One forward+backward of ours ("ours") or a JAX peer on random inputs made on the device;
-    the compiled program's memory in GiB."""
+    """One forward+backward of ours ("ours", or "ours-nondet" for deterministic=False) or a JAX
+    peer on random inputs made on the device; the compiled program's memory in GiB."""
     import jax
     import jax.numpy as jnp
 
@@ -498,7 +498,8 @@ def jax_step_once(which: str, w: Workload) -> float | None:
 
     dt = jnp.dtype(w.dtype)
     q_shape, kv_shape, _ = shapes(w)
-    fn = None if which == "ours" else get_peer(which).jax_attention(w, True)
+    ours = which in ("ours", "ours-nondet")
+    fn = None if ours else get_peer(which).jax_attention(w, True)
     if fn is not None and fn.repeat_kv:
         kv_shape = q_shape
     keys = jax.random.split(jax.random.key(w.seed), 4)
@@ -512,7 +513,8 @@ def jax_step_once(which: str, w: Workload) -> float | None:
 
         def attn(q, k, v, extra):
             m, p, s = extra
-            return flash_attention(q, k, v, p, s, p, s, mask=m, scale=scale)
+            return flash_attention(q, k, v, p, s, p, s, mask=m, scale=scale,
+                                   deterministic=which == "ours")
     else:
         attn = fn.attn
         extra = None if fn.extra is None else jax.jit(fn.extra)(pos, seg)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import bench
+from workloads import Workload
 
 
 def test_cpu_main_job_checks_against_reference(tmp_path, capsys):
@@ -252,6 +253,15 @@ def test_memory_sweep_runs_ours_on_cpu(tmp_path, capsys):
     assert sweep["kvax (ours)"]["stopped"] == "reached --max-seq-len 256"
     assert sweep["cuDNN (jax.nn)"]["longest"] is None  # no cuDNN on CPU: an error, not OOM
     assert sweep["cuDNN (jax.nn)"]["stopped"].startswith("error at 64")
+
+
+def test_one_step_of_ours_runs_deterministic_or_not_for_a_profiler():
+    """ncu_step.py's steps: "ours" and "ours-nondet" are our call (deterministic=False for the
+    second), not peers' names."""
+    w = Workload(96, 2, 7, num_heads=2, num_kv_heads=1, head_dim=16, dtype="float32")
+    assert all(bench.jax_step_once(which, w) > 0 for which in ("ours", "ours-nondet"))
+    with pytest.raises(ValueError, match="unknown peer 'ours-det'"):
+        bench.jax_step_once("ours-det", w)
 
 
 def test_memory_sweep_log_reads_back_and_saves_every_step(capsys):

@@ -7,7 +7,10 @@ compiling, for Nsight Compute to profile the kernels (no timing here):
 
 Every kernel is profiled: on the H100 the process died at once when ncu was given a
 --kernel-name filter, or the InstructionStats or SourceCounters sections
-(docs/bench/h100-2026-11-24-profile).
+(docs/bench/h100-2026-11-24-profile). On 2026-11-28 it died (segmentation fault) after the
+inputs' kernels with the sections above and with a short --metrics list alike
+(docs/bench/h100-2026-11-28-clocks); tools/dev/clocks.py splits a gap into cycles and clock
+without ncu. --which takes "ours" (deterministic), "ours-nondet" and the JAX peers' names.
 """
 
 from __future__ import annotations
