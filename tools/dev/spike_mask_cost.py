@@ -35,6 +35,7 @@ LAYOUTS = {
     "docs8": Workload(65536, num_segments=8, num_pad_tokens=2000),
     "causal1": Workload(65536),
     "bidir16k": Workload(16384, causal=False),
+    "docs8bidir": Workload(65536, num_segments=8, num_pad_tokens=2000, causal=False),
 }
 
 

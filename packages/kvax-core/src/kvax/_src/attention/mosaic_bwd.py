@@ -88,6 +88,11 @@ class BackwardConfig:
     stages: int = 2  # query tiles in flight
     consumer_registers: int = 240
     producer_registers: int = 24
+    # each program takes its fully visible query tiles in turn from the (key tile x rotate)-th
+    # (mod their count), so that programs running together add dQ into different tiles; None:
+    # 1 for bidirectional masks (every key tile of a document starts at its first query tile),
+    # 0 for causal ones (each starts at its own diagonal)
+    rotate: int | None = None
 
     @property
     def keys(self) -> int:
@@ -305,14 +310,28 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
                                       num_q_tiles)
         per_head = hi - lo
         steps = per_head * group
+        n_full = uf - lf
+        rotate = (0 if variant.is_causal else 1) if config.rotate is None else config.rotate
+        rot = lax.rem(tile * rotate, jnp.maximum(n_full, 1)) if rotate else None
 
-        def where_step(s, g=None):
+        def q_tile(i, masked: bool | None = None):
+            """The query tile of a head's i-th step: lo + i, but the fully visible tiles
+            [lf, uf) rotated by rot (masked: the caller knows the step is masked, or not)."""
+            if rot is None or masked:
+                return lo + i
+            j = i - (lf - lo) + rot
+            rotated = lf + jnp.where(j >= n_full, j - n_full, j)
+            if masked is False:
+                return rotated
+            return jnp.where((i >= lf - lo) & (i < uf - lo), rotated, lo + i)
+
+        def where_step(s, g=None, masked: bool | None = None):
             """(query head, query tile) of step s: the group's heads in turn, each over
             [lo, hi); g, the step's head in the group, where the caller knows it (a division
             in each step cost the consumers ~30 instructions of ~600)."""
             if g is None:
                 g = lax.div(s, jnp.maximum(per_head, 1))
-            return kvh * group + g, lo + s - g * per_head
+            return kvh * group + g, q_tile(s - g * per_head, masked)
 
         @pl.when(wg < 2)
         def _consumer():
@@ -349,7 +368,7 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
                 dk, dv = carry
                 slot = ring(s, stages)
                 d = ring(s, 2)
-                head, qt = where_step(s, g)
+                head, qt = where_step(s, g, masked)
                 # a masked step's query layout: global loads issued before the step's waits,
                 # so that their latency is hidden (4-8% on log-normal and short documents)
                 q_layout = (load_layout(qlay_ref, batch, qt * block_q, block_q, col_layout)
@@ -446,13 +465,16 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
             for i in range(stages):
                 pl.when(i < steps)(lambda i=i: issue(*where_step(jnp.int32(i)), i, False))
 
-            def one(s, at):  # step s + stages, its (head, query tile) carried, not divided
-                head, qt = at
-                issue(head, qt, ring(s, stages), True)
-                last = qt + 1 == hi
-                return jnp.where(last, head + 1, head), jnp.where(last, lo, qt + 1)
+            def one(s, at):  # step s + stages, its (head, step in the head) carried, not divided
+                head, i = at
+                issue(head, q_tile(i), ring(s, stages), True)
+                last = i + 1 == per_head
+                return jnp.where(last, head + 1, head), jnp.where(last, 0, i + 1)
 
-            lax.fori_loop(0, jnp.maximum(steps - stages, 0), one, where_step(jnp.int32(stages)))
+            first = jnp.int32(stages)
+            g = lax.div(first, jnp.maximum(per_head, 1))
+            lax.fori_loop(0, jnp.maximum(steps - stages, 0), one,
+                          (kvh * group + g, first - g * per_head))
 
     def entry(q_ref, k_ref, v_ref, do_ref, stats_ref, qlay_ref, klay_ref, bounds_ref, factors_ref,
               order_ref, dq_ref, dk_ref, dv_ref):
