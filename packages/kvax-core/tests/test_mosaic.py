@@ -753,6 +753,30 @@ def test_untile_dq_puts_each_share_back_in_token_order(h):
     np.testing.assert_array_equal(mosaic_bwd.untile_dq(jnp.asarray(acc), block_q), dq)
 
 
+def test_backward_rotation_takes_each_query_tile_once():
+    """query_tile over a head's steps: each query tile of [lo, hi) once, the masked ones in
+    place and the fully visible ones [lf, uf) in turn from lf + rot; the consumer's calls (which
+    know whether a step is masked) and the producer's (deciding per step) give the same tiles,
+    so the loads and the products meet."""
+    rng = np.random.default_rng(int(np.random.SeedSequence().entropy % 2**31))
+    for _ in range(60):
+        lo = int(rng.integers(0, 20))
+        hi = lo + int(rng.integers(0, 30))
+        lf = int(rng.integers(lo, hi + 1))
+        uf = int(rng.integers(lf, hi + 1))
+        i = np.arange(hi - lo)
+        masked = (i < lf - lo) | (i >= uf - lo)
+        for rot in [None, *range(max(uf - lf, 1))]:
+            tiles = np.asarray(mosaic_bwd.query_tile(i, lo, lf, uf, rot))
+            assert sorted(tiles.tolist()) == list(range(lo, hi)), (lo, hi, lf, uf, rot)
+            np.testing.assert_array_equal(tiles[masked], lo + i[masked])
+            expected = lf + (np.arange(uf - lf) + (rot or 0)) % max(uf - lf, 1)
+            np.testing.assert_array_equal(tiles[~masked], expected)
+            consumer = [mosaic_bwd.query_tile(j, lo, lf, uf, rot, masked=bool(m))
+                        for j, m in zip(i, masked)]
+            np.testing.assert_array_equal(np.asarray(consumer, np.int64).reshape(-1), tiles)
+
+
 @pytest.mark.parametrize("num_kv,row_ratio", [(3, 1), (3, 2), (1, 1)])
 def test_backward_program_order_launches_the_last_heads_longest_tiles_first(num_kv, row_ratio):
     """Each launch slot takes one program (kv head x tiles + key tile), each program once; the

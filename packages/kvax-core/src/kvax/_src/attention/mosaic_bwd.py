@@ -41,6 +41,12 @@ Programs launch in the grid's order, a kv head's key tiles in turn, but the last
 longest first (program_order): the SMs no longer wait at the end on the long programs of tiles
 near a long document's start (forward+backward 1.5-2.8% faster on log-normal and short documents
 on an H100, level on 8 documents; docs/bench/h100-2026-11-24-timeline).
+With a bidirectional mask every key tile of a document visits the same query tiles, so the
+programs running together would add their dQ shares into one tile at a time; each program takes
+its fully visible tiles from the (key tile)-th on instead, around (query_tile; forward+backward
+3.2-3.3% faster on one bidirectional 16k document and on 8 bidirectional documents at 64k, on an
+H100, with dQ bitwise the same). Causal key tiles start at their own diagonals already; there
+the rotation cost 3.9% on 8 documents (docs/bench/h100-2026-11-28-rotate).
 Measured on an H100 in docs/bench/h100-2026-11-23-mosaic-bwd and docs/bench/h100-2026-11-23-padding.
 The consumers' phases are named (prologue, loop, epilogue, store_wait) for Mosaic GPU's on-device
 profiler (tools/dev/profile_timeline.py --backward).
@@ -152,6 +158,24 @@ def head_steps(group: int, per_head, lf, uf, masked_step, full_step, carry):
         return lax.fori_loop(base + uf, base + per_head, masked, carry)
 
     return lax.fori_loop(0, group, head, carry)
+
+
+def query_tile(i, lo, lf, uf, rot, masked: bool | None = None):
+    """The query tile of a program's i-th step in a head (0 <= i < hi - lo): lo + i, but the
+    fully visible tiles [lf, uf) taken in turn from lf + rot (rot in [0, uf - lf), or None for
+    no rotation). masked: whether the caller knows the step to be masked (True) or fully
+    visible (False); None decides it per step (the producer's single loop). Bidirectional
+    masks give every key tile of a document the same [lf, uf), so without a rotation the
+    programs running together add their dQ shares into the same tile at the same time
+    (docs/bench/h100-2026-11-28-rotate)."""
+    if rot is None or masked:
+        return lo + i
+    n_full = uf - lf
+    j = i - (lf - lo) + rot
+    rotated = lf + jnp.where(j >= n_full, j - n_full, j)
+    if masked is False:
+        return rotated
+    return jnp.where((i >= lf - lo) & (i < uf - lo), rotated, lo + i)
 
 
 def ring(s, n: int):
@@ -310,20 +334,11 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
                                       num_q_tiles)
         per_head = hi - lo
         steps = per_head * group
-        n_full = uf - lf
         rotate = (0 if variant.is_causal else 1) if config.rotate is None else config.rotate
-        rot = lax.rem(tile * rotate, jnp.maximum(n_full, 1)) if rotate else None
+        rot = lax.rem(tile * rotate, jnp.maximum(uf - lf, 1)) if rotate else None
 
         def q_tile(i, masked: bool | None = None):
-            """The query tile of a head's i-th step: lo + i, but the fully visible tiles
-            [lf, uf) rotated by rot (masked: the caller knows the step is masked, or not)."""
-            if rot is None or masked:
-                return lo + i
-            j = i - (lf - lo) + rot
-            rotated = lf + jnp.where(j >= n_full, j - n_full, j)
-            if masked is False:
-                return rotated
-            return jnp.where((i >= lf - lo) & (i < uf - lo), rotated, lo + i)
+            return query_tile(i, lo, lf, uf, rot, masked)
 
         def where_step(s, g=None, masked: bool | None = None):
             """(query head, query tile) of step s: the group's heads in turn, each over
