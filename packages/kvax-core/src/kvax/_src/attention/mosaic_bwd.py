@@ -43,10 +43,11 @@ near a long document's start (forward+backward 1.5-2.8% faster on log-normal and
 on an H100, level on 8 documents; docs/bench/h100-2026-11-24-timeline).
 With a bidirectional mask every key tile of a document visits the same query tiles, so the
 programs running together would add their dQ shares into one tile at a time; each program takes
-its fully visible tiles from the (key tile)-th on instead, around (query_tile; forward+backward
-3.2-3.3% faster on one bidirectional 16k document and on 8 bidirectional documents at 64k, on an
-H100, with dQ bitwise the same). Causal key tiles start at their own diagonals already; there
-the rotation cost 3.9% on 8 documents (docs/bench/h100-2026-11-28-rotate).
+its fully visible tiles from the (key tile mod their count)-th on instead, around (query_tile;
+forward+backward 3.2-3.3% faster on one bidirectional 16k document and on 8 bidirectional
+documents at 64k, on an H100, with dQ bitwise the same). Causal key tiles start at their own
+diagonals already; there the rotation cost 3.9% on 8 documents
+(docs/bench/h100-2026-11-28-rotate).
 Measured on an H100 in docs/bench/h100-2026-11-23-mosaic-bwd and docs/bench/h100-2026-11-23-padding.
 The consumers' phases are named (prologue, loop, epilogue, store_wait) for Mosaic GPU's on-device
 profiler (tools/dev/profile_timeline.py --backward).
