@@ -153,26 +153,27 @@ def test_per_call_matches_calls_with_the_clock_samples_taken_while_they_ran(tmp_
 
 
 def test_clocks_reads_each_windows_samples_after_its_first_fifth_second(tmp_path, capsys):
-    """clocks.py's summary from made-up windows and nvidia-smi samples: the clock and power are
-    medians of the samples inside an entry's windows, past their first 0.2 s (the first sample
-    here is inside that and left out); Mcycles is ms x MHz / 1000; the throttle reasons are
-    those seen while the entry ran."""
+    """clocks.py's summary from made-up windows and nvidia-smi samples: the clock, power and
+    memory utilisation are medians of the samples inside an entry's windows, past their first
+    0.2 s (the first sample here is inside that and left out); Mcycles is ms x MHz / 1000; the
+    throttle reasons are those of the samples taken while the entry ran."""
     import clocks
 
     smi = tmp_path / "smi.csv"
-    smi.write_text("2026/11/28 07:00:00.100, 1980 MHz, 150.00 W, 0x0000000000000000\n"
-                   "2026/11/28 07:00:00.500, 1500 MHz, 690.00 W, 0x0000000000000004\n"
-                   "2026/11/28 07:00:00.900, 1600 MHz, 700.00 W, 0x0000000000000004\n"
-                   "2026/11/28 07:00:05.500, 1800 MHz, 600.00 W, 0x0000000000000020\n")
-    t0 = clocks.smi_samples(str(smi))[0][0] - 0.1
+    smi.write_text("2026/11/28 07:00:00.100, 1980 MHz, 150.00 W, 5 %, 0x0000000000000001\n"
+                   "2026/11/28 07:00:00.500, 1500 MHz, 690.00 W, 30 %, 0x0000000000000004\n"
+                   "2026/11/28 07:00:00.900, 1600 MHz, 700.00 W, 40 %, 0x0000000000000000\n"
+                   "not a sample\n"
+                   "2026/11/28 07:00:05.500, 1800 MHz, 600.00 W, 20 %, 0x0000000000000020\n")
+    t0 = clocks.read_samples(str(smi))[0][0, 0] - 0.1
     windows = {("det", "fwd"): [(t0, t0 + 1.0, [2.0, 4.0, 3.0]), (t0 + 3, t0 + 4, [5.0])],
                ("fa3", "fwd"): [(t0 + 5, t0 + 6, [1.0])]}
     clocks.summarise("row", windows, str(smi))
     out = capsys.readouterr().out.splitlines()
-    assert out[0].split()[:7] == ["row", "det", "fwd", "4.000", "1550", "695", "6.2"]
+    assert out[0].split()[:8] == ["row", "det", "fwd", "4.000", "1550", "695", "35", "6.2"]
     assert out[0].endswith("; 0x0000000000000000 0x0000000000000004")
-    assert out[1].split()[:7] == ["row", "fa3", "fwd", "1.000", "1800", "600", "1.8"]
-    assert len(out) == 2
+    assert out[1].split()[:8] == ["row", "fa3", "fwd", "1.000", "1800", "600", "20", "1.8"]
+    assert out[1].endswith("; 0x0000000000000020") and len(out) == 2
 
 
 def test_step_copies_spike_variants_run_the_backwards_steps_in_one_order():

@@ -5,8 +5,9 @@ clock.
 Each (layout, implementation, kind) runs calls back to back for --seconds a round, each call
 waited for, in turns (every other round reversed); nvidia-smi samples every 20 ms. Per entry:
 ms per call (median over the rounds), the SM clock and the power while it ran (medians of the
-samples, the first 0.2 s of each window left out), the throttle reasons seen, and Mcycles per
-call (ms x MHz / 1000), the time at a fixed clock.
+samples, the first 0.2 s of each window left out), nvidia-smi's memory utilisation (the share
+of time DRAM was busy: a coarse view of the memory traffic, which draws power), the throttle
+reasons seen, and Mcycles per call (ms x MHz / 1000), the time at a fixed clock.
 
     python tools/dev/clocks.py [--layouts causal1,lognormal,docs8] [--rounds 3] [--seconds 2]
 
@@ -26,11 +27,11 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from per_call import smi_samples  # noqa: E402
 from spike_mask_cost import LAYOUTS  # noqa: E402
 from workloads import inputs  # noqa: E402
 
-SMI_FIELDS = "timestamp,clocks.sm,power.draw,clocks_throttle_reasons.active"
+SMI_FIELDS = ("timestamp,clocks.sm,power.draw,utilization.memory,"
+              "clocks_throttle_reasons.active")
 IMPLEMENTATIONS = ("det", "nondet", "fa3")
 
 
@@ -88,20 +89,22 @@ def window(fn, seconds: float):
     return start, time.time(), times
 
 
-def reasons(path: str, start: float, end: float) -> set[str]:
-    """The throttle reasons' bitmasks nvidia-smi reported in [start, end)."""
+def read_samples(path: str):
+    """(values, reasons) of nvidia-smi's csv: values [n, 4] float (time, SM MHz, W, memory
+    utilisation %: the share of the sample's period in which DRAM was read or written) and
+    each sample's throttle reasons' bitmask."""
     from datetime import datetime
 
-    seen = set()
+    values, seen = [], []
     for line in open(path):
         parts = [x.strip() for x in line.split(",")]
         try:
             when = datetime.strptime(parts[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
+            values.append([when, *(float(x.split()[0]) for x in parts[1:4])])
+            seen.append(parts[4])
         except (ValueError, IndexError):
             continue
-        if start <= when < end and len(parts) > 3:
-            seen.add(parts[3])
-    return seen
+    return np.array(values, np.float64).reshape(-1, 4), np.array(seen, object)
 
 
 def main(argv=None):
@@ -116,7 +119,7 @@ def main(argv=None):
     print("device", jax.devices()[0].device_kind, "jax", jax.__version__, flush=True)
     smi_path = os.path.join(tempfile.mkdtemp(), "smi.csv")
     print(f"\n{'layout':10s} {'impl':7s} {'kind':4s} {'ms':>8s} {'MHz':>6s} {'W':>5s} "
-          f"{'Mcycles':>8s}  rounds' ms; throttle reasons", flush=True)
+          f"{'mem%':>5s} {'Mcycles':>8s}  rounds' ms; throttle reasons", flush=True)
     with open(smi_path, "w") as smi_file:
         smi = subprocess.Popen(["nvidia-smi", f"--query-gpu={SMI_FIELDS}", "--format=csv,noheader",
                                 "-lms", "20"], stdout=smi_file)
@@ -135,16 +138,17 @@ def main(argv=None):
 
 
 def summarise(layout: str, windows, smi_path: str) -> None:
-    samples = np.array(smi_samples(smi_path)).reshape(-1, 3)
+    samples, seen = read_samples(smi_path)
     for (name, kind), ws in windows.items():
         ms = [float(np.median(t)) for _, _, t in ws]
-        during = np.concatenate([samples[(samples[:, 0] >= s + 0.2) & (samples[:, 0] < e)]
-                                 for s, e, _ in ws])
-        mhz = float(np.median(during[:, 1])) if len(during) else float("nan")
-        watts = float(np.median(during[:, 2])) if len(during) else float("nan")
-        seen = " ".join(sorted({r for s, e, _ in ws for r in reasons(smi_path, s, e)}))
+        inside = np.zeros(len(samples), bool)
+        for start, end, _ in ws:
+            inside |= (samples[:, 0] >= start + 0.2) & (samples[:, 0] < end)
+        mhz, watts, mem = (float(np.median(samples[inside, c])) if inside.any() else float("nan")
+                           for c in (1, 2, 3))
         print(f"{layout:10s} {name:7s} {kind:4s} {np.median(ms):8.3f} {mhz:6.0f} {watts:5.0f} "
-              f"{np.median(ms) * mhz / 1e3:8.1f}  {np.round(ms, 3)}; {seen}", flush=True)
+              f"{mem:5.0f} {np.median(ms) * mhz / 1e3:8.1f}  {np.round(ms, 3)}; "
+              f"{' '.join(sorted(set(seen[inside])))}", flush=True)
 
 
 if __name__ == "__main__":
