@@ -753,6 +753,16 @@ def test_untile_dq_puts_each_share_back_in_token_order(h):
     np.testing.assert_array_equal(mosaic_bwd.untile_dq(jnp.asarray(acc), block_q), dq)
 
 
+def test_backward_rotates_only_bidirectional_masks_without_a_window():
+    default = mosaic_bwd.BackwardConfig()
+    assert mosaic_bwd.rotation(MaskVariant(is_causal=False), default) == 1
+    assert mosaic_bwd.rotation(MaskVariant(), default) == 0
+    assert mosaic_bwd.rotation(MaskVariant(False, (40, 3)), default) == 0
+    assert mosaic_bwd.rotation(MaskVariant(True, (40, 0)), default) == 0
+    forced = dataclasses.replace(default, rotate=3)
+    assert mosaic_bwd.rotation(MaskVariant(), forced) == 3
+
+
 def test_backward_rotation_takes_each_query_tile_once():
     """query_tile over a head's steps: each query tile of [lo, hi) once, the masked ones in
     place and the fully visible ones [lf, uf) in turn from lf + rot; the consumer's calls (which

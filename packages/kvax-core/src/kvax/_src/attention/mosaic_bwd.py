@@ -41,13 +41,14 @@ Programs launch in the grid's order, a kv head's key tiles in turn, but the last
 longest first (program_order): the SMs no longer wait at the end on the long programs of tiles
 near a long document's start (forward+backward 1.5-2.8% faster on log-normal and short documents
 on an H100, level on 8 documents; docs/bench/h100-2026-11-24-timeline).
-With a bidirectional mask every key tile of a document visits the same query tiles, so the
-programs running together would add their dQ shares into one tile at a time; each program takes
-its fully visible tiles from the (key tile mod their count)-th on instead, around (query_tile;
-forward+backward 3.2-3.3% faster on one bidirectional 16k document and on 8 bidirectional
-documents at 64k, on an H100, with dQ bitwise the same). Causal key tiles start at their own
-diagonals already; there the rotation cost 3.9% on 8 documents
-(docs/bench/h100-2026-11-28-rotate).
+With a bidirectional mask and no window every key tile of a document visits the same query
+tiles, so the programs running together would add their dQ shares into one tile at a time; each
+program takes its fully visible tiles from the (key tile mod their count)-th on instead, around
+(query_tile; forward+backward 3.2-3.3% faster on one bidirectional 16k document and on 8
+bidirectional documents at 64k, on an H100, with dQ bitwise the same). Causal key tiles start
+at their own diagonals already; there the rotation cost 3.9% on 8 documents
+(docs/bench/h100-2026-11-28-rotate). Windowed ones slide likewise and keep their order (not
+measured with the rotation).
 Measured on an H100 in docs/bench/h100-2026-11-23-mosaic-bwd and docs/bench/h100-2026-11-23-padding.
 The consumers' phases are named (prologue, loop, epilogue, store_wait) for Mosaic GPU's on-device
 profiler (tools/dev/profile_timeline.py --backward).
@@ -97,8 +98,9 @@ class BackwardConfig:
     producer_registers: int = 24
     # each program takes its fully visible query tiles in turn from the (key tile x rotate)-th
     # (mod their count), so that programs running together add dQ into different tiles; None:
-    # 1 for bidirectional masks (every key tile of a document starts at its first query tile),
-    # 0 for causal ones (each starts at its own diagonal)
+    # 1 for bidirectional masks without a window (every key tile of a document starts at its
+    # first query tile), 0 for causal or windowed ones (each starts at its own diagonal or
+    # window: measured slower on causal documents)
     rotate: int | None = None
 
     @property
@@ -159,6 +161,15 @@ def head_steps(group: int, per_head, lf, uf, masked_step, full_step, carry):
         return lax.fori_loop(base + uf, base + per_head, masked, carry)
 
     return lax.fori_loop(0, group, head, carry)
+
+
+def rotation(variant: MaskVariant, config: BackwardConfig) -> int:
+    """config.rotate, or where it is None 1 for a bidirectional mask without a window and 0
+    otherwise: causal and windowed key tiles start at their own diagonal or window, and the
+    rotation measured slower on causal documents (docs/bench/h100-2026-11-28-rotate)."""
+    if config.rotate is not None:
+        return config.rotate
+    return int(variant.diff_bounds == (None, None))
 
 
 def query_tile(i, lo, lf, uf, rot, masked: bool | None = None):
@@ -335,7 +346,7 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
                                       num_q_tiles)
         per_head = hi - lo
         steps = per_head * group
-        rotate = (0 if variant.is_causal else 1) if config.rotate is None else config.rotate
+        rotate = rotation(variant, config)
         rot = lax.rem(tile * rotate, jnp.maximum(uf - lf, 1)) if rotate else None
 
         def q_tile(i, masked: bool | None = None):
