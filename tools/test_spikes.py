@@ -165,7 +165,7 @@ def test_clocks_reads_each_windows_samples_after_its_first_fifth_second(tmp_path
                    "2026/11/28 07:00:00.900, 1600 MHz, 700.00 W, 40 %, 0x0000000000000000\n"
                    "not a sample\n"
                    "2026/11/28 07:00:05.500, 1800 MHz, 600.00 W, 20 %, 0x0000000000000020\n")
-    t0 = clocks.read_samples(str(smi))[0][0, 0] - 0.1
+    t0 = clocks.smi_rows(str(smi))[0][0, 0] - 0.1
     windows = {("det", "fwd"): [(t0, t0 + 1.0, [2.0, 4.0, 3.0]), (t0 + 3, t0 + 4, [5.0])],
                ("fa3", "fwd"): [(t0 + 5, t0 + 6, [1.0])]}
     clocks.summarise("row", windows, str(smi))

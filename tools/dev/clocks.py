@@ -27,6 +27,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from per_call import smi_rows  # noqa: E402
 from spike_mask_cost import LAYOUTS  # noqa: E402
 from workloads import inputs  # noqa: E402
 
@@ -89,24 +90,6 @@ def window(fn, seconds: float):
     return start, time.time(), times
 
 
-def read_samples(path: str):
-    """(values, reasons) of nvidia-smi's csv: values [n, 4] float (time, SM MHz, W, memory
-    utilisation %: the share of the sample's period in which DRAM was read or written) and
-    each sample's throttle reasons' bitmask."""
-    from datetime import datetime
-
-    values, seen = [], []
-    for line in open(path):
-        parts = [x.strip() for x in line.split(",")]
-        try:
-            when = datetime.strptime(parts[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
-            values.append([when, *(float(x.split()[0]) for x in parts[1:4])])
-            seen.append(parts[4])
-        except (ValueError, IndexError):
-            continue
-    return np.array(values, np.float64).reshape(-1, 4), np.array(seen, object)
-
-
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--layouts", default="causal1,lognormal,docs8")
@@ -138,7 +121,7 @@ def main(argv=None):
 
 
 def summarise(layout: str, windows, smi_path: str) -> None:
-    samples, seen = read_samples(smi_path)
+    samples, seen = smi_rows(smi_path)  # time, MHz, W, memory utilisation %
     for (name, kind), ws in windows.items():
         ms = [float(np.median(t)) for _, _, t in ws]
         inside = np.zeros(len(samples), bool)

@@ -98,17 +98,27 @@ def timed_calls(fns, args, turns: int, bursts: int):
     return calls
 
 
-def smi_samples(path: str):
-    """[(time, SM MHz, W)] from nvidia-smi's csv."""
-    samples = []
+def smi_rows(path: str):
+    """(values, reasons) of nvidia-smi's csv (a timestamp, numeric fields, the throttle reasons
+    last; other lines skipped): values [n, 1 + fields] float (the time, then each field's number
+    without its unit) and each sample's throttle reasons' bitmask. tools/dev/clocks.py reads
+    its samples here too."""
+    values, seen = [], []
     for line in open(path):
         parts = [x.strip() for x in line.split(",")]
         try:
             when = datetime.strptime(parts[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
-            samples.append((when, float(parts[1].split()[0]), float(parts[2].split()[0])))
+            values.append([when, *(float(x.split()[0]) for x in parts[1:-1])])
+            seen.append(parts[-1])
         except (ValueError, IndexError):
             continue
-    return samples
+    width = max((len(v) for v in values), default=1)
+    return np.array(values, np.float64).reshape(-1, width), np.array(seen, object)
+
+
+def smi_samples(path: str):
+    """[(time, SM MHz, W)] from nvidia-smi's csv."""
+    return [tuple(row[:3]) for row in smi_rows(path)[0].tolist()]
 
 
 def summarise(label: str, calls, samples) -> None:
