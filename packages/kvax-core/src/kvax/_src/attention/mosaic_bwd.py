@@ -352,13 +352,18 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
         def q_tile(i, masked: bool | None = None):
             return query_tile(i, lo, lf, uf, rot, masked)
 
-        def where_step(s, g=None, masked: bool | None = None):
-            """(query head, query tile) of step s: the group's heads in turn, each over
-            [lo, hi); g, the step's head in the group, where the caller knows it (a division
-            in each step cost the consumers ~30 instructions of ~600)."""
+        def head_step(s, g=None):
+            """(query head, step within that head) of step s: the group's heads in turn, each
+            over [lo, hi); g, the step's head in the group, where the caller knows it (a
+            division in each step cost the consumers ~30 instructions of ~600)."""
             if g is None:
                 g = lax.div(s, jnp.maximum(per_head, 1))
-            return kvh * group + g, q_tile(s - g * per_head, masked)
+            return kvh * group + g, s - g * per_head
+
+        def where_step(s, g=None, masked: bool | None = None):
+            """(query head, query tile) of step s (head_step; masked as for query_tile)."""
+            head, i = head_step(s, g)
+            return head, q_tile(i, masked)
 
         @pl.when(wg < 2)
         def _consumer():
@@ -498,10 +503,7 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
                 last = i + 1 == per_head
                 return jnp.where(last, head + 1, head), jnp.where(last, 0, i + 1)
 
-            first = jnp.int32(stages)
-            g = lax.div(first, jnp.maximum(per_head, 1))
-            lax.fori_loop(0, jnp.maximum(steps - stages, 0), one,
-                          (kvh * group + g, first - g * per_head))
+            lax.fori_loop(0, jnp.maximum(steps - stages, 0), one, head_step(jnp.int32(stages)))
 
     def entry(q_ref, k_ref, v_ref, do_ref, stats_ref, qlay_ref, klay_ref, bounds_ref, factors_ref,
               order_ref, dq_ref, dk_ref, dv_ref):
