@@ -8,7 +8,8 @@ the float32 reduce-add's.
     python tools/dev/spike_det_bwd.py [--layouts lognormal,docs8,short] [--rounds 4] \
         [--variant "stages3:stages=3"]
 
---variant (repeatable) adds a `mosaic det` configuration with other BackwardConfig fields;
+--variant (repeatable) adds a `mosaic det` configuration with other BackwardConfig fields
+(`deterministic=0` among them makes it a `mosaic nondet` one);
 --before FILE adds `before det` and `before nondet`, the backward of an older mosaic_bwd.py (e.g.
 `git show REV:packages/kvax-core/src/kvax/_src/attention/mosaic_bwd.py > FILE`); --cap C
 soft-caps every run; --evict-last adds `evict_last`, the default with dQ's reduce-adds under an
@@ -65,8 +66,8 @@ def main(argv=None):
     parser.add_argument("--layouts", default="lognormal,docs8,short")
     parser.add_argument("--configs", default=",".join(CONFIGS))
     parser.add_argument("--variant", action="append", default=[],
-                        help="NAME:FIELD=INT,... a deterministic Mosaic backward with these "
-                             "BackwardConfig fields")
+                        help="NAME:FIELD=INT,... a Mosaic backward with these BackwardConfig "
+                             "fields (deterministic unless deterministic=0 is one of them)")
     parser.add_argument("--before", help="an older mosaic_bwd.py to time as `before det` and "
                                          "`before nondet`")
     parser.add_argument("--cap", type=float, default=None, help="a logit soft cap for every run")
@@ -89,10 +90,11 @@ def main(argv=None):
                for deterministic, triton in [CONFIGS[name]]}
     for variant in args.variant:
         name, fields = variant.split(":")
-        config = dataclasses.replace(mosaic_bwd.BackwardConfig(), **{
-            key: int(value) for key, value in (field.split("=") for field in fields.split(","))})
-        configs[name] = (True, mock.patch.object(mosaic_bwd, "BackwardConfig",
-                                                 lambda c=config: c))
+        fields = {key: int(value) for key, value in (f.split("=") for f in fields.split(","))}
+        deterministic = bool(fields.pop("deterministic", 1))
+        config = dataclasses.replace(mosaic_bwd.BackwardConfig(), **fields)
+        configs[name] = (deterministic, mock.patch.object(mosaic_bwd, "BackwardConfig",
+                                                          lambda c=config: c))
     if args.evict_last:
         configs["evict_last"] = (True, evict_last_reduce())
     if args.before:
