@@ -121,6 +121,56 @@ def test_profile_timeline_reads_only_each_blocks_own_stamps(capsys):
     assert abs(sum(shares) - 100) < 0.5
 
 
+def test_profile_timeline_splits_persistent_programs_into_phases(capsys):
+    """The persistent forward: two workers (blocks) take 4 row blocks x 2 heads in rounds. Each
+    program's stamps are made up from its item: gap 50 cycles, prologue 60 (q_wait 20 and
+    first_key 10 in it), loop 100 + 1000 a full step + 1500 a masked one, epilogue 200. The
+    summary must find each phase again and fit the loop exactly."""
+    import jax.numpy as jnp
+    import numpy as np
+    import profile_timeline
+    from kvax._src.attention import mosaic_fwd
+
+    names = {"Init": 0, "prologue": 1, "first_key": 2, "loop": 3, "epilogue": 4,
+             "store_wait": 5, "producer": 6, "q_wait": 7}
+    # [first8, own_start, own_end, k08, steps, f_lo, f_hi]: 1-4 steps, 0-3 of them full
+    items = np.array([[[0, 0, 128, 0, 1, 0, 0], [16, 128, 256, 0, 2, 0, 1],
+                       [32, 256, 384, 0, 3, 1, 2], [48, 384, 512, 0, 4, 0, 3]]], np.int32)
+    work = np.asarray(mosaic_fwd.persistent_work(jnp.asarray(items))).reshape(-1)
+    taken = profile_timeline.persistent_programs(items, work, workers=2, heads=2)
+    assert sorted(len(t) for t in taken) == [4, 4]
+    space = 64
+    blocks = []
+    for worker in range(2):
+        wgs = []
+        for wg in range(3):
+            c = 10_000
+            ranges = []
+            for batch, item in taken[worker] if wg < 2 else []:
+                steps, full = items[batch, item, 4], items[batch, item, 6] - items[batch, item, 5]
+                c += 50
+                ranges.append((1, c, c + 60, [(7, c + 5, c + 25), (2, c + 30, c + 40)]))
+                c += 60
+                loop = 100 + 1000 * full + 1500 * (steps - full)
+                ranges += [(3, c, c + loop), (4, c + loop, c + loop + 200)]
+                c += loop + 200
+            words = _profile_entries((9_900, 10_000), ranges, space=space)
+            words[0], words[1] = 0, worker
+            wgs.append(words)
+        blocks.append(wgs)
+    buffer = np.array(blocks, np.uint32).ravel()
+    records = profile_timeline.persistent_records(buffer, names, space, taken)
+    assert len(records) == 2 * 2 * 4  # every program, both consumers
+    profile_timeline.summarize_persistent(records, items[0], "made up")
+    out = capsys.readouterr().out
+    means = {line.split()[0]: float(line.split()[2]) for line in out.splitlines()[1:7]}
+    later = [items[0, item] for _, _, index, (_, item), _ in records if index > 0]
+    loop = np.mean([100 + 1000 * (i[6] - i[5]) + 1500 * (i[4] - i[6] + i[5]) for i in later])
+    assert means == {"gap": 50, "prologue": 30, "q_wait": 20, "first_key": 10,
+                     "loop": pytest.approx(loop, abs=0.5), "epilogue": 200}
+    assert "loop fit: 100 cycles + 1000 a full step + 1500 a masked step" in out
+
+
 def test_per_call_matches_calls_with_the_clock_samples_taken_while_they_ran(tmp_path, capsys):
     """per_call.py's summary from made-up calls and nvidia-smi samples: each pass's statistics,
     the bursts' medians, and single calls matched with the samples inside them (slower calls at

@@ -23,9 +23,12 @@ The kernel is also timed without the profiler. That time and the profiled span c
 different runs, and the span is converted from cycles at the rate the stamps give (at --space 8
 on the log-normal row: 2.80 ms profiled, 2.99 ms without), so compare phases as shares of
 cycles, not with the plain time. Rows and configurations are spike_mosaic.py's. Its names
-without "p" are the grid forward, one program per block, which the summary assumes; the
-persistent forward (the default, "p") runs many programs per block, and the summary does not
-separate them.
+without "p" are the grid forward, one program per block. The persistent forward (the default,
+"p") runs many programs per block: its summary follows each consumer's programs in turn
+(persistent_programs finds each one's item, as the kernel's rounds take them) and splits their
+cycles into the gap before each (the work list and the table), prologue, waits, loop and
+epilogue. Only the programs whose stamps fit --space are recorded: about (4 x space - 7) / 20
+a consumer.
 """
 
 from __future__ import annotations
@@ -90,6 +93,27 @@ def capture(make, args, space: int, out_dir: str, module, name: str, runs: int =
     return taken[-1]
 
 
+def walk(e, unname, space: int):
+    """One warpgroup's entries e: its ranges as [name, enter, exit, depth] in the order they
+    were entered (exit None if never closed). A stamp is read only while its name is known, it
+    is not before the stamp before it and its range nests (parse says why)."""
+    spans, open_, last = [], [], None
+    for j in range(3, space * 4 - 1, 2):
+        tag, clock = int(e[j]), int(e[j + 1])
+        name = unname.get(tag & 0x7FFFFFFF)
+        if name is None or (last is not None and (clock - last) % WRAP > WRAP // 2):
+            break
+        if tag >> 31 == 0:
+            open_.append(len(spans))
+            spans.append([name, clock, None, len(open_) - 1])
+        else:
+            if not open_ or spans[open_[-1]][0] != name:
+                break
+            spans[open_.pop()][2] = clock
+        last = clock
+    return spans
+
+
 def parse(buffer, names, space: int, warpgroups: int = 3):
     """Per (block, warpgroup): (start ns, SM, {range: [(enter, exit) clocks, ...]}), blocks in
     the profiler's order ((x, y, z) = the Pallas grid reversed, z fastest). The profiler's own
@@ -105,23 +129,11 @@ def parse(buffer, names, space: int, warpgroups: int = 3):
         wgs = []
         for wg in range(warpgroups):
             e = entries[blk, wg]
-            ranges, open_, last = {}, [], None
-            for j in range(3, space * 4 - 1, 2):
-                tag, clock = int(e[j]), int(e[j + 1])
-                name = unname.get(tag & 0x7FFFFFFF)
-                if name is None or (last is not None and (clock - last) % WRAP > WRAP // 2):
-                    break
-                if tag >> 31 == 0:
-                    ranges.setdefault(name, []).append([clock, None])
-                    open_.append(name)
-                else:
-                    if not open_ or open_[-1] != name:
-                        break
-                    open_.pop()
-                    ranges[name][-1][1] = clock
-                last = clock
-            wgs.append((int(e[0]), int(e[1]), {k: [tuple(p) for p in v if p[1] is not None]
-                                                   for k, v in ranges.items()}))
+            ranges = {}
+            for name, enter, exit_, _ in walk(e, unname, space):
+                if exit_ is not None:
+                    ranges.setdefault(name, []).append((enter, exit_))
+            wgs.append((int(e[0]), int(e[1]), ranges))
         stamps.append(wgs)
     return stamps
 
@@ -215,6 +227,98 @@ def summarize(stamps, items, label: str):
               f"{(steps - full).sum():.0f} masked steps")
 
 
+def persistent_programs(items, work, workers: int, heads: int):
+    """Per worker (block) of the persistent forward, the (batch, item) of each program it runs
+    with rows to store, in its order (mosaic_fwd's round_program): round r's lane is the worker,
+    or counted from the other end in odd rounds, and its program w = r x workers + lane takes
+    head w % heads of the (w // heads)-th code of the work list. items [B, P, 7], work [B x P]."""
+    b, num_items = items.shape[:2]
+    total = heads * num_items * b
+    taken = [[] for _ in range(workers)]
+    for r in range(-(-total // workers)):
+        for worker in range(workers):
+            lane = worker if r % 2 == 0 else workers - 1 - worker
+            w = r * workers + lane
+            code = int(work[min(w // heads, b * num_items - 1)])
+            batch, item = max(code, 0) // num_items, num_items - 1 - max(code, 0) % num_items
+            if w < total and code >= 0 and items[batch, item, 2] > items[batch, item, 1]:
+                taken[worker].append((batch, item))
+    return taken
+
+
+def persistent_records(buffer, names, space: int, taken):
+    """Per program recorded by a consumer of the persistent forward: (block, consumer, its
+    index in the block, (batch, item), {phase: cycles}), the phases being "gap" (from the
+    previous program's epilogue, or Init, to this prologue: reading the work list and the
+    table), "prologue" (q_wait and first_key apart), "q_wait", "first_key", "loop" and
+    "epilogue". Only programs whose three ranges fit the profiler's space are recorded."""
+    entries = buffer.reshape(-1, 3, space * 4).astype(np.int64)
+    unname = {v: k for k, v in names.items()}
+    records = []
+    for blk in range(entries.shape[0]):
+        for wg in range(2):
+            top, nested, last_exit = [], {}, None
+            for name, enter, exit_, depth in walk(entries[blk, wg], unname, space):
+                if exit_ is None:
+                    break
+                if depth == 0:
+                    top.append((name, enter, exit_))
+                elif top:  # inside the top-level range entered last
+                    inner = nested.setdefault(len(top) - 1, {})
+                    inner[name] = inner.get(name, 0) + _after(exit_, enter)
+            # programs: prologue, loop, epilogue in turn after Init
+            index = 0
+            for i, (name, enter, exit_) in enumerate(top):
+                if name == "Init":
+                    last_exit = exit_
+                if name != "prologue" or [n for n, _, _ in top[i:i + 3]] != [
+                        "prologue", "loop", "epilogue"]:
+                    continue
+                inner = nested.get(i, {})  # the ranges inside this prologue
+                phases = {"gap": _after(enter, last_exit), "q_wait": inner.get("q_wait", 0),
+                          "first_key": inner.get("first_key", 0)}
+                phases["prologue"] = (_after(exit_, enter) - phases["q_wait"]
+                                      - phases["first_key"])
+                phases["loop"] = _after(top[i + 1][2], top[i + 1][1])
+                phases["epilogue"] = _after(top[i + 2][2], top[i + 2][1])
+                last_exit = top[i + 2][2]
+                if index < len(taken[blk]):
+                    records.append((blk, wg, index, taken[blk][index], phases))
+                index += 1
+    return records
+
+
+PERSISTENT_PHASES = ("gap", "prologue", "q_wait", "first_key", "loop", "epilogue")
+
+
+def summarize_persistent(records, items, label: str, mhz: float | None = None):
+    """Where a persistent program's cycles go: each phase's mean per program and share, the
+    first program of each block (its Q loaded in its prologue) left out, and a fit of the
+    loop's cycles on the program's full and masked steps. With mhz, also nanoseconds."""
+    later = [r for r in records if r[2] > 0]
+    if not later:
+        print(f"{label}: no program past each block's first was recorded (a larger --space)")
+        return
+    sums = {p: float(sum(r[4][p] for r in later)) for p in PERSISTENT_PHASES}
+    total = sum(sums.values())
+    blocks = len({r[0] for r in records})
+    print(f"{label}: {len(later)} programs recorded past each block's first, in {blocks} "
+          f"blocks (per consumer)")
+    for p in PERSISTENT_PHASES:
+        mean = sums[p] / len(later)
+        ns = f" {mean / mhz * 1e3:7.0f} ns" if mhz else ""
+        print(f"    {p:<12} {sums[p] / total * 100:5.1f}%  {mean:8.0f} cycles{ns}")
+    y = np.array([r[4]["loop"] for r in later], np.float64)
+    it = np.array([items[r[3][1]] for r in later])  # batch 1: the row's items
+    steps = it[:, 4].astype(np.float64)
+    full = np.maximum(it[:, 6] - it[:, 5], 0).astype(np.float64)
+    a = np.stack([np.ones_like(y), full, steps - full], 1)
+    coef = np.linalg.lstsq(a, y, rcond=None)[0]
+    print(f"    loop fit: {coef[0]:.0f} cycles + {coef[1]:.0f} a full step + {coef[2]:.0f} a "
+          f"masked step; mean {steps.mean():.2f} steps a program, {full.mean():.2f} full; "
+          f"outside the loop {(1 - sums['loop'] / total) * 100:.1f}% of the programs' cycles")
+
+
 def block_items(items, blocks: int, num_heads: int):
     """Each block's row of the program table in the plain (not persistent) forward: the profiler
     numbers blocks (x, y, z) = (batch, q_seq, heads) with z fastest (the Pallas grid reversed);
@@ -228,6 +332,13 @@ def summarize_saved(path: str, space: int, num_heads: int = 32):
     saved = np.load(path)
     names = {str(name): i for i, name in enumerate(saved["names"])}
     buffer, per_block = saved["buffer"], None
+    if "work" in saved:  # the persistent forward: one block per worker, many programs each
+        items, heads = saved["items"], int(saved["heads"])
+        taken = persistent_programs(items[None], saved["work"], len(buffer) // (3 * space * 4),
+                                    heads)
+        records = persistent_records(buffer, names, space, taken)
+        summarize_persistent(records, items, os.path.basename(path))
+        return
     if "items" in saved:  # the forward's table
         per_block = block_items(saved["items"], len(buffer) // (3 * space * 4),
                                 int(saved["heads"]) if "heads" in saved else num_heads)
@@ -311,15 +422,16 @@ def main(argv=None):
                                           (q, k, v), args.space, args.out, mosaic_fwd, "forward")
             cfg = parse_config(text)
             doc_runs = mosaic_fwd.chunked(mask, cfg, w.head_dim, MaskVariant(w.causal))
-            items = np.asarray(mosaic_fwd.programs(mask, cfg, w.seq_len, w.seq_len,
-                                                   doc_runs=doc_runs))[0]
+            all_items = mosaic_fwd.programs(mask, cfg, w.seq_len, w.seq_len, doc_runs=doc_runs)
+            items = np.asarray(all_items)[0]
             label = f"{w.name} {text}"
             print(f"{label}: {plain_ms:.3f} ms without the profiler", flush=True)
-            per_block = block_items(items, len(buffer) // (3 * args.space * 4), w.num_heads)
-            summarize(parse(buffer, names, args.space), per_block, label)
-            np.savez_compressed(os.path.join(args.out, f"row{r}-{text}.npz"), buffer=buffer,
-                                grid=np.array(grid), items=items, heads=w.num_heads,
-                                names=np.array(sorted(names, key=names.get)))
+            saved = {"buffer": buffer, "grid": np.array(grid), "items": items,
+                     "heads": w.num_heads, "names": np.array(sorted(names, key=names.get))}
+            if cfg.persistent:  # batch 1: the work list's codes are the row's items
+                saved["work"] = np.asarray(mosaic_fwd.persistent_work(all_items)).reshape(-1)
+            np.savez_compressed(os.path.join(args.out, f"row{r}-{text}.npz"), **saved)
+            summarize_saved(os.path.join(args.out, f"row{r}-{text}.npz"), args.space)
 
 
 if __name__ == "__main__":
