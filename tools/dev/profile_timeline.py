@@ -216,15 +216,21 @@ def summarize(stamps, items, label: str):
     line("rest of the blocks (between ranges)", rest)
     line("SMs idle after their last block", tail)
     if items is not None and num_programs == len(live):  # loop cycles against steps
-        y = np.array([b[4]["loop"] for b in live], np.float64)
-        it = items[[b[5] for b in live]]
-        steps = it[:, 4].astype(np.float64)
-        full = np.maximum(it[:, 6] - it[:, 5], 0).astype(np.float64)
-        a = np.stack([np.ones_like(y), full, steps - full], 1)
-        coef = np.linalg.lstsq(a, y, rcond=None)[0]
+        coef, steps, full = loop_fit([b[4]["loop"] for b in live], items[[b[5] for b in live]])
         print(f"    loop fit: {coef[0] / ghz:.0f} ns + {coef[1] / ghz:.0f} ns a full step + "
               f"{coef[2] / ghz:.0f} ns a masked step; {full.sum():.0f} full and "
               f"{(steps - full).sum():.0f} masked steps")
+
+
+def loop_fit(loop_cycles, item_rows):
+    """(fixed, a full step, a masked step) cycles fitted by least squares to programs' loop
+    cycles, and their steps and full steps, from each program's row of the table
+    (mosaic_fwd.programs)."""
+    y = np.asarray(loop_cycles, np.float64)
+    steps = item_rows[:, 4].astype(np.float64)
+    full = np.maximum(item_rows[:, 6] - item_rows[:, 5], 0).astype(np.float64)
+    a = np.stack([np.ones_like(y), full, steps - full], 1)
+    return np.linalg.lstsq(a, y, rcond=None)[0], steps, full
 
 
 def persistent_programs(items, work, workers: int, heads: int):
@@ -291,10 +297,11 @@ def persistent_records(buffer, names, space: int, taken):
 PERSISTENT_PHASES = ("gap", "prologue", "q_wait", "first_key", "loop", "epilogue")
 
 
-def summarize_persistent(records, items, label: str, mhz: float | None = None):
+def summarize_persistent(records, items, label: str):
     """Where a persistent program's cycles go: each phase's mean per program and share, the
     first program of each block (its Q loaded in its prologue) left out, and a fit of the
-    loop's cycles on the program's full and masked steps. With mhz, also nanoseconds."""
+    loop's cycles on the program's full and masked steps (one block per SM: no clock rate from
+    the blocks' start times, so cycles only)."""
     later = [r for r in records if r[2] > 0]
     if not later:
         print(f"{label}: no program past each block's first was recorded (a larger --space)")
@@ -305,15 +312,9 @@ def summarize_persistent(records, items, label: str, mhz: float | None = None):
     print(f"{label}: {len(later)} programs recorded past each block's first, in {blocks} "
           f"blocks (per consumer)")
     for p in PERSISTENT_PHASES:
-        mean = sums[p] / len(later)
-        ns = f" {mean / mhz * 1e3:7.0f} ns" if mhz else ""
-        print(f"    {p:<12} {sums[p] / total * 100:5.1f}%  {mean:8.0f} cycles{ns}")
-    y = np.array([r[4]["loop"] for r in later], np.float64)
-    it = np.array([items[r[3][1]] for r in later])  # batch 1: the row's items
-    steps = it[:, 4].astype(np.float64)
-    full = np.maximum(it[:, 6] - it[:, 5], 0).astype(np.float64)
-    a = np.stack([np.ones_like(y), full, steps - full], 1)
-    coef = np.linalg.lstsq(a, y, rcond=None)[0]
+        print(f"    {p:<12} {sums[p] / total * 100:5.1f}%  {sums[p] / len(later):8.0f} cycles")
+    coef, steps, full = loop_fit([r[4]["loop"] for r in later],
+                                 np.array([items[r[3][1]] for r in later]))  # batch 1
     print(f"    loop fit: {coef[0]:.0f} cycles + {coef[1]:.0f} a full step + {coef[2]:.0f} a "
           f"masked step; mean {steps.mean():.2f} steps a program, {full.mean():.2f} full; "
           f"outside the loop {(1 - sums['loop'] / total) * 100:.1f}% of the programs' cycles")
