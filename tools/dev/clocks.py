@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,7 +26,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from per_call import smi_rows  # noqa: E402
+from per_call import smi_log, smi_rows  # noqa: E402
 from spike_mask_cost import LAYOUTS  # noqa: E402
 from workloads import inputs  # noqa: E402
 
@@ -103,21 +102,16 @@ def main(argv=None):
     smi_path = os.path.join(tempfile.mkdtemp(), "smi.csv")
     print(f"\n{'layout':10s} {'impl':7s} {'kind':4s} {'ms':>8s} {'MHz':>6s} {'W':>5s} "
           f"{'mem%':>5s} {'Mcycles':>8s}  rounds' ms; throttle reasons", flush=True)
-    with open(smi_path, "w") as smi_file:
-        smi = subprocess.Popen(["nvidia-smi", f"--query-gpu={SMI_FIELDS}", "--format=csv,noheader",
-                                "-lms", "20"], stdout=smi_file)
-        try:
-            for layout in args.layouts.split(","):
-                fns = calls(LAYOUTS[layout], args.implementations.split(","))
-                windows = {}  # (implementation, kind): [(start, end, [ms])]
-                for r in range(args.rounds):
-                    for key in list(fns) if r % 2 == 0 else list(fns)[::-1]:
-                        windows.setdefault(key, []).append(window(fns[key], args.seconds))
-                del fns
-                time.sleep(2.0)  # nvidia-smi's buffered lines reach the file
-                summarise(layout, windows, smi_path)
-        finally:
-            smi.terminate()
+    with smi_log(smi_path, SMI_FIELDS):
+        for layout in args.layouts.split(","):
+            fns = calls(LAYOUTS[layout], args.implementations.split(","))
+            windows = {}  # (implementation, kind): [(start, end, [ms])]
+            for r in range(args.rounds):
+                for key in list(fns) if r % 2 == 0 else list(fns)[::-1]:
+                    windows.setdefault(key, []).append(window(fns[key], args.seconds))
+            del fns
+            time.sleep(2.0)  # nvidia-smi's buffered lines reach the file
+            summarise(layout, windows, smi_path)
 
 
 def summarise(layout: str, windows, smi_path: str) -> None:

@@ -24,6 +24,7 @@ the logsumexp's gather), not the public API's, whose tables take about 10 more s
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import subprocess
@@ -116,6 +117,19 @@ def smi_rows(path: str):
     return np.array(values, np.float64).reshape(-1, width), np.array(seen, object)
 
 
+@contextlib.contextmanager
+def smi_log(path: str, fields: str):
+    """nvidia-smi writing `fields` of the GPU to the csv at path every 20 ms while the block
+    runs (read back with smi_rows)."""
+    with open(path, "w") as smi_file:
+        smi = subprocess.Popen(["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader",
+                                "-lms", "20"], stdout=smi_file)
+        try:
+            yield
+        finally:
+            smi.terminate()
+
+
 def smi_samples(path: str):
     """[(time, SM MHz, W)] from nvidia-smi's csv."""
     return [tuple(row[:3]) for row in smi_rows(path)[0].tolist()]
@@ -173,19 +187,14 @@ def main(argv=None):
     params = default_params(jax.devices()[0].device_kind, backward=False)
     print("device", jax.devices()[0].device_kind, "jax", jax.__version__, flush=True)
     smi_path = os.path.join(args.out, "smi.csv")
-    with open(smi_path, "w") as smi_file:
-        smi = subprocess.Popen(["nvidia-smi", f"--query-gpu={SMI_FIELDS}", "--format=csv,noheader",
-                                "-lms", "20"], stdout=smi_file)
-        try:
-            runs = []
-            for row in (int(r) for r in args.rows.split(",")):
-                w, inputs, fns = kernels(row, params, args.configs.split(","), args.public)
-                calls = timed_calls(fns, inputs, args.turns, args.bursts)
-                with open(os.path.join(args.out, f"calls-{w.name}.txt"), "w") as f:
-                    f.writelines("%s %d %s %d %.4f %.3f\n" % c for c in calls)
-                runs.append((w.name, calls))
-        finally:
-            smi.terminate()
+    runs = []
+    with smi_log(smi_path, SMI_FIELDS):
+        for row in (int(r) for r in args.rows.split(",")):
+            w, inputs, fns = kernels(row, params, args.configs.split(","), args.public)
+            calls = timed_calls(fns, inputs, args.turns, args.bursts)
+            with open(os.path.join(args.out, f"calls-{w.name}.txt"), "w") as f:
+                f.writelines("%s %d %s %d %.4f %.3f\n" % c for c in calls)
+            runs.append((w.name, calls))
     samples = smi_samples(smi_path)
     for name, calls in runs:
         summarise(name, calls, samples)
