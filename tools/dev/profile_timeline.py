@@ -237,19 +237,20 @@ def persistent_programs(items, work, workers: int, heads: int):
     """Per worker (block) of the persistent forward, the (batch, item) of each program it runs
     with rows to store, in its order (mosaic_fwd's round_program): round r's lane is the worker,
     or counted from the other end in odd rounds, and its program w = r x workers + lane takes
-    head w % heads of the (w // heads)-th code of the work list. items [B, P, 7], work [B x P]."""
+    head w % heads of the (w // heads)-th code of the work list (mosaic_fwd.work_block reads
+    the code). items [B, P, 7], work [B x P]."""
+    from kvax._src.attention.mosaic_fwd import work_block
+
     b, num_items = items.shape[:2]
     total = heads * num_items * b
-    taken = [[] for _ in range(workers)]
-    for r in range(-(-total // workers)):
-        for worker in range(workers):
-            lane = worker if r % 2 == 0 else workers - 1 - worker
-            w = r * workers + lane
-            code = int(work[min(w // heads, b * num_items - 1)])
-            batch, item = max(code, 0) // num_items, num_items - 1 - max(code, 0) % num_items
-            if w < total and code >= 0 and items[batch, item, 2] > items[batch, item, 1]:
-                taken[worker].append((batch, item))
-    return taken
+    r = np.arange(-(-total // workers))[:, None]
+    worker = np.arange(workers)[None, :]
+    w = r * workers + np.where(r % 2 == 0, worker, workers - 1 - worker)  # [rounds, workers]
+    code = np.asarray(work)[np.minimum(w // heads, b * num_items - 1)]
+    batch, item = (np.asarray(x) for x in work_block(np.maximum(code, 0), num_items))
+    live = (w < total) & (code >= 0) & (items[batch, item, 2] > items[batch, item, 1])
+    return [list(zip(batch[live[:, k], k].tolist(), item[live[:, k], k].tolist()))
+            for k in range(workers)]
 
 
 def persistent_records(buffer, names, space: int, taken):
@@ -333,15 +334,15 @@ def summarize_saved(path: str, space: int, num_heads: int = 32):
     saved = np.load(path)
     names = {str(name): i for i, name in enumerate(saved["names"])}
     buffer, per_block = saved["buffer"], None
+    blocks = len(buffer) // (3 * space * 4)
     if "work" in saved:  # the persistent forward: one block per worker, many programs each
-        items, heads = saved["items"], int(saved["heads"])
-        taken = persistent_programs(items[None], saved["work"], len(buffer) // (3 * space * 4),
-                                    heads)
+        items = saved["items"]
+        taken = persistent_programs(items[None], saved["work"], blocks, int(saved["heads"]))
         records = persistent_records(buffer, names, space, taken)
         summarize_persistent(records, items, os.path.basename(path))
         return
     if "items" in saved:  # the forward's table
-        per_block = block_items(saved["items"], len(buffer) // (3 * space * 4),
+        per_block = block_items(saved["items"], blocks,
                                 int(saved["heads"]) if "heads" in saved else num_heads)
     summarize(parse(buffer, names, space), per_block, os.path.basename(path))
 
