@@ -6,10 +6,11 @@ block mask, against today's Triton forward; same inputs, one process.
 First a check on small odd shapes with NaN in the padding (both kernels against the float64
 reference, beside bf16 math done plainly), then per workload: fwd ms and TF/s of each kernel and
 configuration, and the largest differences from the Triton output and logsumexp. A config is
-BQxBKVxSTAGES, with trailing letters (FLAGS): "t" for the tiles' layout by TMA, "o" for each tile's
-softmax overlapped with the previous tile's PV; "/P" packs up to P query heads of a kv group per
-program (MosaicConfig.pack, as many as the workload's group allows; 1 without it); a suffix "@C"
-soft-caps that kernel at C.
+BQxBKVxSTAGES, with trailing letters (FLAGS): "t" for the tiles' layout by TMA, "o" for each
+tile's softmax overlapped with the previous tile's PV, "p" persistent, "r" the rank rule forced,
+"n" the rule on positions and ids (else the rank rule wherever the config's schedule fits); "/P"
+packs up to P query heads of a kv group per program (MosaicConfig.pack, as many as the
+workload's group allows; 1 without it); a suffix "@C" soft-caps that kernel at C.
 --rounds N times every kernel N times in turn, every other round in reverse order (the machine's
 spread shows, and a drift within a round cancels), --rows picks
 workloads, --logits-soft-cap C caps every kernel without its own "@", --fa3 times
@@ -19,6 +20,7 @@ FlashAttention-3 in the same rounds.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import re
 import sys
@@ -58,8 +60,10 @@ def config_cap(text: str, cap):
     return float(text.split("@")[1]) if "@" in text else cap
 
 
-# a config's trailing letters: MosaicConfig fields set to True (trial patches add theirs here)
-FLAGS = {"t": "layout_by_tma", "o": "overlap", "p": "persistent"}
+# a config's trailing letters: MosaicConfig fields set to True (trial patches add theirs here);
+# "n" sets rank_rule to False (the rule on positions and ids)
+FLAGS = {"t": "layout_by_tma", "o": "overlap", "p": "persistent", "r": "rank_rule"}
+FALSE_FLAGS = {"n": "rank_rule"}
 
 
 def parse_config(text: str, group: int = 1):
@@ -71,7 +75,8 @@ def parse_config(text: str, group: int = 1):
                                                 text).groups()
     return MosaicConfig(block_q=int(bq), block_kv=int(bkv), stages=int(stages),
                         pack=min(int(pack or 1), pack_heads(group, int(bq))),
-                        **{FLAGS[f]: True for f in flags})
+                        **{FLAGS[f]: True for f in flags if f in FLAGS},
+                        **{FALSE_FLAGS[f]: False for f in flags if f in FALSE_FLAGS})
 
 
 def _prepare(w: Workload, params):
@@ -101,9 +106,15 @@ def kernels(w: Workload, configs, params, cap=None):
         logits_soft_cap=cap))}
     for text in configs:
         cfg = parse_config(text, w.num_heads // w.num_kv_heads)
-        fns[text] = jax.jit(lambda q, k, v, cfg=cfg, c=config_cap(text, cap): mosaic_fwd.forward(
-            q, k, v, scale, pos, seg, pos, seg, mask, variant=variant,
-            pad_id=PADDING_SEGMENT_ID, config=cfg, logits_soft_cap=c))
+        # the config's own tables and layouts, built before the call as the mask's are (with
+        # the rank rule's layouts unless the config says rank_rule=False)
+        built = dataclasses.replace(cfg, rank_rule=cfg.rank_rule is not False)
+        own = dataclasses.replace(mask, schedule=mosaic_fwd.schedule(
+            mask, pos, seg, pos, seg, pad_id=PADDING_SEGMENT_ID, config=built))
+        fns[text] = jax.jit(lambda q, k, v, cfg=cfg, c=config_cap(text, cap), m=own:
+                            mosaic_fwd.forward(q, k, v, scale, pos, seg, pos, seg, m,
+                                               variant=variant, pad_id=PADDING_SEGMENT_ID,
+                                               config=cfg, logits_soft_cap=c))
     return (q, k, v, pos, seg), fns
 
 

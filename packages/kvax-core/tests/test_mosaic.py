@@ -80,6 +80,13 @@ LOWERINGS = [
     (128, "bfloat16", MaskVariant(), None, dict(t=16, s=4096)),
     (64, "float16", MaskVariant(False, (9, 4)), mosaic_fwd.MosaicConfig(pack=2, splits=3),
      dict(cap=30.0, t=300, s=2000)),
+    # the rank rule asked for (by default where the mask's schedule brings its layouts)
+    (128, "bfloat16", MaskVariant(), mosaic_fwd.MosaicConfig(persistent=True, rank_rule=True),
+     {}),
+    (64, "float16", MaskVariant(False, (9, 4)),
+     mosaic_fwd.MosaicConfig(layout_by_tma=True, rank_rule=True), dict(cap=30.0, sinks=True)),
+    (128, "bfloat16", MaskVariant(True, (100, 0)),
+     mosaic_fwd.MosaicConfig(pack=2, splits=3, rank_rule=True), dict(t=40, s=2000)),
 ]
 
 
@@ -223,8 +230,8 @@ def test_forward_tables_are_built_once_for_every_layer(scanned):
 def test_mask_carries_the_forward_schedule(is_causal, monkeypatch):
     """On a Hopper GPU (here pretended), a forward mask whose blocks take the default tiles
     (128x128 here) carries the forward's tables (Schedule: programs, the persistent work list
-    and, with the document chunks, the logsumexp's slots) and the kernel's copies of the layout,
-    equal to what a call would build;
+    and, with the document chunks, the logsumexp's slots) and the kernel's copies of the layout
+    (the rank rule's), equal to what a call would build;
     other blocks and the backward's masks carry none. It goes through jit as part of the mask.
     Elsewhere no mask carries one (nothing would read it)."""
     batch = packed_batch(4, batch=2, kv_len=1300, num_heads=2, num_kv_heads=1)
@@ -239,7 +246,7 @@ def test_mask_carries_the_forward_schedule(is_causal, monkeypatch):
         *lay.arrays)
     fwd, sched = masks[0], masks[0].schedule
     assert masks[1].schedule is None and masks[2].schedule is None
-    config = mosaic_fwd.MosaicConfig(persistent=True)
+    config = mosaic_fwd.MosaicConfig(persistent=True, rank_rule=True)
     doc_runs = fwd.doc_runs if is_causal else None
     assert (doc_runs is not None) == is_causal
     items = mosaic_fwd.programs(fwd, config, 1300, 1300, doc_runs=doc_runs)
@@ -248,13 +255,16 @@ def test_mask_carries_the_forward_schedule(is_causal, monkeypatch):
     assert (sched.slots is None) == (not is_causal)
     if is_causal:
         np.testing.assert_array_equal(sched.slots, mosaic_fwd.lse_slots(items, 1300, 128))
-    layouts = mosaic_fwd.kernel_layouts(*lay.arrays, pad_id=PADDING_SEGMENT_ID, config=config)
+    layouts = mosaic_fwd.kernel_layouts(*lay.arrays, pad_id=PADDING_SEGMENT_ID, config=config,
+                                        variant=fwd.variant)
     assert len(sched.layouts) == len(layouts) == 4
     for got, want in zip(sched.layouts, layouts):
         assert got.shape == (2, 1) + want.shape[1:]
         np.testing.assert_array_equal(got[:, 0], want)
     assert sched.fits(config, doc_runs) and not sched.fits(config, None if is_causal else fwd)
     assert not sched.fits(dataclasses.replace(config, block_kv=64), doc_runs)
+    assert sched.rank_rule and not sched.fits(dataclasses.replace(config, rank_rule=False),
+                                              doc_runs)
     (small,) = create_attention_mask(*lay.arrays, fwd_params=FlashAttentionParamsConfig(
         query_block_size=64, kv_block_size=64))
     assert small.schedule is None
@@ -733,6 +743,35 @@ def test_backward_key_side_rule_is_the_element_rule(variant):
                                 PADDING_SEGMENT_ID)
     assert 0 < int(want.sum()) < want.size
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("variant", [MaskVariant(), MaskVariant(False, None),
+                                     MaskVariant(True, (5, 5)), MaskVariant(False, (3, 7)),
+                                     MaskVariant(True, (0, 4)), MaskVariant(False, (0, 0))],
+                         ids=str)
+@pytest.mark.parametrize("seed", [3, 4])
+def test_rank_intervals_are_the_element_rule(variant, seed):
+    """MosaicConfig.rank_rule's layouts (rank_layouts, MaskVariant.intervals): a key's rank
+    inside a query's interval exactly where element_rule allows the pair, for ids that repeat
+    and interleave, repeated positions, padding on either side, more keys than queries, and
+    the kernels' padding past the tokens (never visible)."""
+    rng = np.random.default_rng(seed)
+    ids = np.asarray([PADDING_SEGMENT_ID, 0, 3, 2**31 - 1, -2**31, -5], np.int32)
+    b, t, s = 2, 61, 83
+    q_seg, k_seg = (jnp.asarray(rng.choice(ids, (b, n))) for n in (t, s))
+    q_pos, k_pos = (jnp.asarray(rng.integers(-9, 9, (b, n), dtype=np.int32)) for n in (t, s))
+    q_lay, k_lay = mosaic_fwd.rank_layouts(q_pos, q_seg, k_pos, k_seg, t + 8, s + 5,
+                                           pad_id=PADDING_SEGMENT_ID, variant=variant)
+    assert q_lay.shape == (b, 3, t + 8) and k_lay.shape == (b, 2, s + 5)
+    rank, lo, hi = k_lay[:, 0, None, :], q_lay[:, 0, :, None], q_lay[:, 1, :, None]
+    got = (rank >= lo) & (rank <= hi)
+    want = variant.element_rule(q_pos[:, :, None], q_seg[:, :, None], k_pos[:, None],
+                                k_seg[:, None], PADDING_SEGMENT_ID)
+    assert 0 < int(want.sum()) < want.size
+    np.testing.assert_array_equal(got[:, :t, :s], want)
+    assert not np.any(got[:, t:]) and not np.any(got[:, :, s:])
+    np.testing.assert_array_equal(q_lay[:, 2, :t], q_seg)
+    np.testing.assert_array_equal(k_lay[:, 1, :s], k_seg)
 
 
 @pytest.mark.parametrize("h", mosaic_bwd.HEAD_DIMS)
@@ -1293,6 +1332,25 @@ def test_packed_heads_forward_matches_reference(monkeypatch, case, variant, over
     packs = [config.pack for config in chosen]
     n, k = case["heads"]
     assert packs and set(packs) == {mosaic_fwd.pack_heads(n // k)} and packs[0] > 1
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("variant", [{}, dict(is_causal=False, local_window_size=(9, 4)),
+                                     dict(sinks=True, logits_soft_cap=4.0)], ids=_variant_id)
+@pytest.mark.parametrize("case", [CASES[1], CASES[2], CASES[3], CASES[6], CASES[7]],
+                         ids=_case_id)
+@pytest.mark.parametrize("rank_rule", [True, False], ids=["ranks", "positions"])
+def test_either_rule_matches_reference(monkeypatch, case, variant, rank_rule):
+    """The masked tiles' rule on key ranks (MosaicConfig.rank_rule; by default where the mask's
+    schedule brings the layouts) asked for where the call builds its layouts (packed heads,
+    split keys, head dim 256, 256x64 blocks, repeated and zero positions), and the rule on
+    positions and ids asked for where the schedule would bring ranks: each through the whole
+    API, the Mosaic backward after it."""
+    with _edited_configs(monkeypatch, lambda config, group: dataclasses.replace(
+            config, rank_rule=rank_rule)) as chosen:
+        _assert_matches(case, variant)
+    assert chosen and all(config.rank_rule is rank_rule for config in chosen), chosen
 
 
 # few queries against many keys, where the forward splits the keys by default

@@ -98,6 +98,9 @@ class MosaicConfig:
     pack: int = 1  # query heads of one kv head per program (FA3's PackGQA), sharing its tiles
     splits: int = 1  # programs per row block, each with a share of its key tiles (split-KV)
     persistent: bool = False  # one program per SM takes the programs in turns
+    # masked tiles test each key's rank against the rows' intervals (rank_layouts) instead of
+    # positions and ids; None: where the mask's Schedule carries those layouts
+    rank_rule: bool | None = None
 
     @property
     def rows(self) -> int:
@@ -218,14 +221,28 @@ def zero_padding_rows(tile_ref, seg_r, pad_id: int):
     plgpu.commit_smem()
 
 
-def load_layout(lay_ref, batch, start, size: int, layout):
-    """Inside a kernel: (positions, segment ids) of tokens [start, start + size) of a
-    tiled_layout array, by global loads into registers of the given layout."""
+def load_layout(lay_ref, batch, start, size: int, layout, rows=(0, 1)):
+    """Inside a kernel: rows `rows` of tokens [start, start + size) of a layout array (a
+    tiled_layout's: positions, segment ids), by global loads into registers of the given
+    layout."""
     import jax.experimental.pallas as pl
     import jax.experimental.pallas.mosaic_gpu as plgpu
 
     return tuple(plgpu.load(lay_ref.at[batch, row, pl.ds(start, size)], layout=layout,
-                            optimized=False) for row in (0, 1))
+                            optimized=False) for row in rows)
+
+
+def rank_layouts(q_pos, q_seg, kv_pos, kv_seg, q_len: int, kv_len: int, *, pad_id: int,
+                 variant: MaskVariant):
+    """([B, 3, q_len], [B, 2, kv_len]) int32 for MosaicConfig.rank_rule: each query's interval
+    (lo, hi) of visible key ranks and its segment id, each key's rank and segment id
+    (MaskVariant.intervals); past the tokens the queries' intervals are empty (0, -1) and the
+    keys' ranks -1, so the rule hides them, and their ids are padding."""
+    rank, lo, hi = variant.intervals(q_pos, q_seg, kv_pos, kv_seg, pad_id)
+    q_lay = jnp.stack([pad_tokens(lo, q_len, 0), pad_tokens(hi, q_len, -1),
+                       pad_tokens(q_seg, q_len, pad_id)], 1)
+    k_lay = jnp.stack([pad_tokens(rank, kv_len, -1), pad_tokens(kv_seg, kv_len, pad_id)], 1)
+    return q_lay, k_lay
 
 
 def mask_bounds(mask: AttentionMask):
@@ -382,10 +399,11 @@ class Schedule:
     tokens: int  # the programs' rows (MosaicConfig.tokens)
     block_kv: int  # keys per tile (MosaicConfig.block_kv)
     block_q: int  # rows per consumer (MosaicConfig.block_q)
+    rank_rule: bool = False  # the layouts are rank_layouts' (MosaicConfig.rank_rule)
 
     def tree_flatten(self):
         return (self.items, self.work, self.slots, self.layouts), (
-            self.tokens, self.block_kv, self.block_q)
+            self.tokens, self.block_kv, self.block_q, self.rank_rule)
 
     @classmethod
     def tree_unflatten(cls, aux, children):
@@ -396,28 +414,35 @@ class Schedule:
         tables and layouts."""
         return (config.tokens == self.tokens and config.block_kv == self.block_kv
                 and config.block_q == self.block_q and config.pack == 1
+                and config.rank_rule == self.rank_rule
                 and (doc_runs is not None) == (self.slots is not None))
 
 
-def kernel_layouts(q_pos, q_seg, kv_pos, kv_seg, *, pad_id: int, config: MosaicConfig):
-    """(q_lay, k_lay, k_pads, q_pads): the layout as the kernel reads it (tiled_layout), past
-    the tokens by a chunk (a chunk's rows and keys may run up to one past them), and the padding
-    windows of each key tile and each consumer's rows (padding_windows; the rows' are read when
-    the forward stores Q for the backward)."""
+def kernel_layouts(q_pos, q_seg, kv_pos, kv_seg, *, pad_id: int, config: MosaicConfig,
+                   variant: MaskVariant):
+    """(q_lay, k_lay, k_pads, q_pads): the layout as the kernel reads it (tiled_layout, or
+    rank_layouts with config.rank_rule), past the tokens by a chunk (a chunk's rows and keys may
+    run up to one past them), and the padding windows of each key tile and each consumer's rows
+    (padding_windows; the rows' are read when the forward stores Q for the backward)."""
     rows, block_kv = config.rows, config.block_kv
     t_pad, s_pad = round_up(q_pos.shape[1], rows), round_up(kv_pos.shape[1], block_kv)
-    return (tiled_layout(q_pos, q_seg, t_pad + rows, pad_id),
-            tiled_layout(kv_pos, kv_seg, s_pad + rows, pad_id),
+    if config.rank_rule:
+        lays = rank_layouts(q_pos, q_seg, kv_pos, kv_seg, t_pad + rows, s_pad + rows,
+                            pad_id=pad_id, variant=variant)
+    else:
+        lays = (tiled_layout(q_pos, q_seg, t_pad + rows, pad_id),
+                tiled_layout(kv_pos, kv_seg, s_pad + rows, pad_id))
+    return (*lays,
             padding_windows(kv_seg, pad_id, s_pad + rows, block_kv),
             padding_windows(q_seg, pad_id, t_pad + rows, config.block_q // config.pack))
 
 
-def schedule(mask: AttentionMask, q_pos, q_seg, kv_pos, kv_seg, *,
-             pad_id: int) -> Schedule | None:
+def schedule(mask: AttentionMask, q_pos, q_seg, kv_pos, kv_seg, *, pad_id: int,
+             config: MosaicConfig = MosaicConfig(persistent=True, rank_rule=True)
+             ) -> Schedule | None:
     """The Schedule of choose_config's tiles for training-length rows (two consumers of 64 rows,
-    128-key tiles: head dims up to 128) for a mask and the layout it was built from, or None
-    where the mask's blocks do not take them."""
-    config = MosaicConfig(persistent=True)
+    128-key tiles: head dims up to 128), or of `config`'s, for a mask and the layout it was
+    built from, or None where the mask's blocks do not take them."""
     if (mask.kind != "fwd" or mask.row_block % config.rows or mask.col_block % config.block_kv
             or supported((mask.row_block, mask.col_block))):
         return None
@@ -425,10 +450,12 @@ def schedule(mask: AttentionMask, q_pos, q_seg, kv_pos, kv_seg, *,
     t, s_len = mask.query_len, mask.kv_len
     items = programs(mask, config, t, s_len, doc_runs=doc_runs)
     slots = None if doc_runs is None else lse_slots(items, t, config.tokens)
+    config = dataclasses.replace(config, rank_rule=bool(config.rank_rule))
     layouts = tuple(x[:, None] for x in kernel_layouts(q_pos, q_seg, kv_pos, kv_seg,
-                                                       pad_id=pad_id, config=config))
+                                                       pad_id=pad_id, config=config,
+                                                       variant=mask.variant))
     return Schedule(items, persistent_work(items), slots, layouts, config.tokens,
-                    config.block_kv, config.block_q)
+                    config.block_kv, config.block_q, config.rank_rule)
 
 
 def work_block(code, num_items: int):
@@ -522,6 +549,10 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
             f"the Mosaic forward needs a mask whose blocks are multiples of {rows}x{block_kv}, got "
             f"{mask.row_block}x{mask.col_block}")
     doc_runs = chunked(mask, config, h, variant)
+    if config.rank_rule is None:  # the rank rule where the mask brings its layouts
+        ranked = dataclasses.replace(config, rank_rule=True)
+        config = dataclasses.replace(config, rank_rule=mask.schedule is not None
+                                     and mask.schedule.fits(ranked, doc_runs))
     # the tables: the mask's schedule where it fits this call, else built here
     built = mask.schedule if mask.schedule is not None and mask.schedule.fits(
         config, doc_runs) else None
@@ -551,13 +582,14 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
         q_lay, k_lay, k_pads, q_pads = (x[:, 0] for x in built.layouts)
     else:
         q_lay, k_lay, k_pads, q_pads = kernel_layouts(q_pos, q_seg, kv_pos, kv_seg,
-                                                      pad_id=pad_id, config=config)
+                                                      pad_id=pad_id, config=config,
+                                                      variant=variant)
     if pack > 1:  # each program's rows in its consumers' order: per consumer, head by head
         r = jnp.arange(rows, dtype=jnp.int32)
         offsets = (r // block_q) * tq + r % tq
         rows_at = (items[..., :1] * TMA_ROWS + offsets).reshape(b, 1, num_items * rows)
-        q_lay = jnp.take_along_axis(q_lay, jnp.broadcast_to(rows_at, (b, 2, num_items * rows)),
-                                    axis=2)
+        q_lay = jnp.take_along_axis(
+            q_lay, jnp.broadcast_to(rows_at, (b, q_lay.shape[1], num_items * rows)), axis=2)
     # the padding windows only where the kernel reads them (else a placeholder)
     unread = jnp.zeros((b, 1), jnp.int32)
     k_pads = unread if config.overlap else k_pads
@@ -640,9 +672,10 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                                 n_start = items_ref[n_batch, n_item, 0] * TMA_ROWS + wg * tq
                                 load_q(n_batch, n_start, n_head0, qo_smem2.at[1 - parity, wg],
                                        q_ready.at[2 * (1 - parity) + wg])
-                        q_pos_r, q_seg_r = load_layout(
+                        # the rows' (positions, ids), or with rank_rule (lo, hi, ids)
+                        *q_rule_r, q_seg_r = load_layout(
                             qlay_ref, batch, q_start if pack == 1 else item * rows + wg * block_q,
-                            block_q, row_layout)
+                            block_q, row_layout, (0, 1, 2) if config.rank_rule else (0, 1))
                         c = factors_ref[0]
                         with jax.named_scope("q_wait"):
                             plgpu.barrier_wait(q_here)
@@ -685,11 +718,14 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                             pl.when(wg == 1)(sync)
 
                     def key_layout(i, slot):
-                        """The key tile's positions and segment ids in the logits' column layout."""
+                        """The key tile's positions and segment ids (with rank_rule its ranks) in
+                        the logits' column layout."""
+                        rows = (0,) if config.rank_rule else (0, 1)
                         if config.layout_by_tma:
-                            return (plgpu.load(klay_smem.at[slot, 0], layout=col_layout),
-                                    plgpu.load(klay_smem.at[slot, 1], layout=col_layout))
-                        return load_layout(klay_ref, batch, key_start(i), block_kv, col_layout)
+                            return tuple(plgpu.load(klay_smem.at[slot, r], layout=col_layout)
+                                         for r in rows)
+                        return load_layout(klay_ref, batch, key_start(i), block_kv, col_layout,
+                                           rows)
 
                     def online_softmax(slot, s, m_i, masked: bool, k_layout):
                         """(the new row max, the old rows' factor, p) for tile scores s (raw
@@ -701,11 +737,17 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                         if config.layout_by_tma:
                             plgpu.barrier_wait(lay_ready.at[slot])
                             k_layout = key_layout(None, slot) if masked else None
-                        if masked:
+                        shape = (block_q, block_kv)
+                        if masked and config.rank_rule:
+                            (rank_c,), (lo_r, hi_r) = k_layout, q_rule_r
+                            rank = lax.broadcast_in_dim(rank_c, shape, [1])
+                            ok = ((rank >= lax.broadcast_in_dim(lo_r, shape, [0]))
+                                  & (rank <= lax.broadcast_in_dim(hi_r, shape, [0])))
+                            s = jnp.where(ok, s, -jnp.inf)
+                        elif masked:
                             k_pos_c, k_seg_c = k_layout
-                            shape = (block_q, block_kv)
                             ok = variant.element_rule(
-                                lax.broadcast_in_dim(q_pos_r, shape, [0]),
+                                lax.broadcast_in_dim(q_rule_r[0], shape, [0]),
                                 lax.broadcast_in_dim(q_seg_r, shape, [0]),
                                 lax.broadcast_in_dim(k_pos_c, shape, [1]),
                                 lax.broadcast_in_dim(k_seg_c, shape, [1]), pad_id)
@@ -760,8 +802,8 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                         if masked:
                             @pl.when(has_padding != 0)
                             def _():
-                                _, seg_r = load_layout(klay_ref, batch, key_start(i), block_kv,
-                                                       row_layout)
+                                (seg_r,) = load_layout(klay_ref, batch, key_start(i), block_kv,
+                                                       row_layout, (1,))
                                 zero_padding_rows(v_smem.at[slot], seg_r, pad_id)
 
                         plgpu.barrier_wait(schedule)

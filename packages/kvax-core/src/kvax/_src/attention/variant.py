@@ -48,6 +48,53 @@ class MaskVariant:
         Mosaic kernel); the Triton kernels have their own (triton_common.element_mask)."""
         return self._and_positions((q_seg == k_seg) & (q_seg != pad_id), q_pos, k_pos)
 
+    def intervals(self, q_pos, q_seg, k_pos, k_seg, pad_id):
+        """The rule as intervals of key ranks, for kernels that test one value per key instead
+        of two: (rank [B, S], lo [B, T], hi [B, T]) int32 such that query t attends key s iff
+        lo[t] <= rank[s] <= hi[t], exactly as element_rule says, for any ids and positions.
+        rank is the key's place in the keys sorted by (segment id, position); a query's
+        visible keys are one run of that order (its id, positions within its bounds), found by
+        two binary searches. Queries with the padding id get the empty interval (0, -1). One
+        sort of the keys, a scatter and about 2 log2(S) gathers a row: built with the mask, not
+        in each call."""
+        from jax import lax
+
+        b, s = k_seg.shape
+        index = lax.broadcasted_iota(jnp.int32, (b, s), 1)
+        seg_sorted, pos_sorted, order = lax.sort((k_seg, k_pos, index), dimension=1, num_keys=2)
+        rows = lax.broadcasted_iota(jnp.int32, (b, s), 0)
+        rank = jnp.zeros((b, s), jnp.int32).at[rows, order].set(index, unique_indices=True)
+        low, high = self.diff_bounds
+
+        def count(before):
+            """How many sorted keys j have before(seg_j, pos_j), per query (true, then false
+            along the order)."""
+            first = jnp.zeros(q_seg.shape, jnp.int32)
+            end = jnp.full(q_seg.shape, s, jnp.int32)
+            for _ in range(s.bit_length()):
+                mid = (first + end) // 2
+                at = jnp.minimum(mid, s - 1)
+                yes = before(jnp.take_along_axis(seg_sorted, at, axis=1),
+                             jnp.take_along_axis(pos_sorted, at, axis=1))
+                open_ = first < end
+                first = jnp.where(open_ & yes, mid + 1, first)
+                end = jnp.where(open_ & ~yes, mid, end)
+            return first
+
+        def too_far_behind(seg, pos):  # keys of lower ids, or of the query's id before its window
+            if high is None:
+                return seg < q_seg
+            return (seg < q_seg) | ((seg == q_seg) & (q_pos > pos + high))
+
+        def not_ahead(seg, pos):  # keys of lower ids, or of the query's id not past its bound
+            if low is None:
+                return seg <= q_seg
+            return (seg < q_seg) | ((seg == q_seg) & (q_pos >= pos + low))
+
+        lo, end = count(too_far_behind), count(not_ahead)
+        live = q_seg != pad_id
+        return rank, jnp.where(live, lo, 0), jnp.where(live, end - 1, -1)
+
     def _and_positions(self, ok, q_pos, k_pos):
         low, high = self.diff_bounds
         if low is not None:  # d >= low  <=>  q >= k + low (no overflow within the limits)
