@@ -182,7 +182,7 @@ def test_variant_arguments_and_masks_built_for_another_variant():
         flash_attention(**a, mask=masks, fwd_params=P16)
     with pytest.raises(ValueError, match="is_causal=False"):
         flash_attention(**a, mask=masks, fwd_params=P16, is_causal=False, local_window_size=8)
-    for bad in (-1, (3,), (1, 2, 3), 2.5, (1, "2"), 2**31):
+    for bad in (-1, (3,), (1, 2, 3), 2.5, (1, "2"), 2**31, 2**30, (0, 2**30)):
         with pytest.raises(ValueError, match="local_window_size must be"):
             flash_attention(**a, local_window_size=bad)
     with pytest.raises(ValueError, match="is_causal must be True or False"):

@@ -747,19 +747,26 @@ def test_backward_key_side_rule_is_the_element_rule(variant):
 
 @pytest.mark.parametrize("variant", [MaskVariant(), MaskVariant(False, None),
                                      MaskVariant(True, (5, 5)), MaskVariant(False, (3, 7)),
-                                     MaskVariant(True, (0, 4)), MaskVariant(False, (0, 0))],
+                                     MaskVariant(True, (0, 4)), MaskVariant(False, (0, 0)),
+                                     MaskVariant(False, (2**30 - 1, 2**30 - 1))],
                          ids=str)
-@pytest.mark.parametrize("seed", [3, 4])
-def test_rank_intervals_are_the_element_rule(variant, seed):
+@pytest.mark.parametrize("seed,positions", [(3, "small"), (4, "small"), (5, "extreme")])
+def test_rank_intervals_are_the_element_rule(variant, seed, positions):
     """MosaicConfig.rank_rule's layouts (rank_layouts, MaskVariant.intervals): a key's rank
     inside a query's interval exactly where element_rule allows the pair, for ids that repeat
-    and interleave, repeated positions, padding on either side, more keys than queries, and
-    the kernels' padding past the tokens (never visible)."""
+    and interleave, repeated positions (also at the limits with the widest window), padding on
+    either side, more keys than queries, and the kernels' padding past the tokens (never
+    visible)."""
     rng = np.random.default_rng(seed)
     ids = np.asarray([PADDING_SEGMENT_ID, 0, 3, 2**31 - 1, -2**31, -5], np.int32)
     b, t, s = 2, 61, 83
     q_seg, k_seg = (jnp.asarray(rng.choice(ids, (b, n))) for n in (t, s))
-    q_pos, k_pos = (jnp.asarray(rng.integers(-9, 9, (b, n), dtype=np.int32)) for n in (t, s))
+    if positions == "small":
+        q_pos, k_pos = (jnp.asarray(rng.integers(-9, 9, (b, n), dtype=np.int32))
+                        for n in (t, s))
+    else:
+        edges = np.asarray([-2**30, 1 - 2**30, -1, 0, 1, 2**30 - 1, 2**30], np.int32)
+        q_pos, k_pos = (jnp.asarray(rng.choice(edges, (b, n))) for n in (t, s))
     q_lay, k_lay = mosaic_fwd.rank_layouts(q_pos, q_seg, k_pos, k_seg, t + 8, s + 5,
                                            pad_id=PADDING_SEGMENT_ID, variant=variant)
     assert q_lay.shape == (b, 3, t + 8) and k_lay.shape == (b, 2, s + 5)

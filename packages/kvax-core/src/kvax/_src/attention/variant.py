@@ -6,8 +6,9 @@ predicate (the pure-JAX path and the tests' reference), the block tests of the b
 
 The rule: query t attends key s iff the segment ids are equal and not padding, and, with d =
 query_positions[t] - kv_positions[s]: d >= 0 when causal, and -right <= d <= left with a window
-(left, right). Positions must lie in [-2**30, 2**30] when a window is used, so that d and the
-window's bounds never overflow int32.
+(left, right). Positions must lie in [-2**30, 2**30] and each side of a window below 2**30 when
+a window is used, so that d and the window's bounds never overflow int32 (a key's position plus
+the window's left side reached 2**31 at the corner before the sides were capped below 2**30).
 """
 
 from __future__ import annotations
@@ -52,46 +53,30 @@ class MaskVariant:
         """The rule as intervals of key ranks, for kernels that test one value per key instead
         of two: (rank [B, S], lo [B, T], hi [B, T]) int32 such that query t attends key s iff
         lo[t] <= rank[s] <= hi[t], exactly as element_rule says, for any ids and positions.
-        rank is the key's place in the keys sorted by (segment id, position); a query's
-        visible keys are one run of that order (its id, positions within its bounds), found by
-        two binary searches. Queries with the padding id get the empty interval (0, -1). One
-        sort of the keys, a scatter and about 2 log2(S) gathers a row: built with the mask, not
-        in each call."""
+        rank is the key's place in the keys ordered by (segment id, position). A query's visible
+        keys are one run of that order: its id, positions within its bounds. One sort of the
+        keys together with two probes per query, the first bound and the last, placed before
+        and after keys of equal (id, position): the keys before each item are a key's rank and
+        a query's interval ends. Queries with the padding id get the empty interval (0, -1)."""
         from jax import lax
 
         b, s = k_seg.shape
-        index = lax.broadcasted_iota(jnp.int32, (b, s), 1)
-        seg_sorted, pos_sorted, order = lax.sort((k_seg, k_pos, index), dimension=1, num_keys=2)
-        rows = lax.broadcasted_iota(jnp.int32, (b, s), 0)
-        rank = jnp.zeros((b, s), jnp.int32).at[rows, order].set(index, unique_indices=True)
+        t = q_seg.shape[1]
         low, high = self.diff_bounds
-
-        def count(before):
-            """How many sorted keys j have before(seg_j, pos_j), per query (true, then false
-            along the order)."""
-            first = jnp.zeros(q_seg.shape, jnp.int32)
-            end = jnp.full(q_seg.shape, s, jnp.int32)
-            for _ in range(s.bit_length()):
-                mid = (first + end) // 2
-                at = jnp.minimum(mid, s - 1)
-                yes = before(jnp.take_along_axis(seg_sorted, at, axis=1),
-                             jnp.take_along_axis(pos_sorted, at, axis=1))
-                open_ = first < end
-                first = jnp.where(open_ & yes, mid + 1, first)
-                end = jnp.where(open_ & ~yes, mid, end)
-            return first
-
-        def too_far_behind(seg, pos):  # keys of lower ids, or of the query's id before its window
-            if high is None:
-                return seg < q_seg
-            return (seg < q_seg) | ((seg == q_seg) & (q_pos > pos + high))
-
-        def not_ahead(seg, pos):  # keys of lower ids, or of the query's id not past its bound
-            if low is None:
-                return seg <= q_seg
-            return (seg < q_seg) | ((seg == q_seg) & (q_pos >= pos + low))
-
-        lo, end = count(too_far_behind), count(not_ahead)
+        lowest, highest = jnp.iinfo(jnp.int32).min, jnp.iinfo(jnp.int32).max
+        # visible: q_pos - high <= k_pos <= q_pos - low (no overflow within the limits)
+        first = jnp.full_like(q_pos, lowest) if high is None else q_pos - high
+        last = jnp.full_like(q_pos, highest) if low is None else q_pos - low
+        items = [jnp.concatenate(x, axis=1) for x in (
+            (k_seg, q_seg, q_seg), (k_pos, first, last),
+            (jnp.ones_like(k_seg), jnp.zeros_like(q_seg), jnp.full_like(q_seg, 2)))]
+        index = lax.broadcasted_iota(jnp.int32, items[0].shape, 1)
+        *_, tag, order = lax.sort((*items, index), dimension=1, num_keys=3)
+        key = (tag == 1).astype(jnp.int32)
+        before = jnp.cumsum(key, axis=1, dtype=jnp.int32) - key  # keys before each item
+        rows = lax.broadcasted_iota(jnp.int32, order.shape, 0)
+        counts = jnp.zeros_like(order).at[rows, order].set(before, unique_indices=True)
+        rank, lo, end = counts[:, :s], counts[:, s:s + t], counts[:, s + t:]
         live = q_seg != pad_id
         return rank, jnp.where(live, lo, 0), jnp.where(live, end - 1, -1)
 
@@ -110,7 +95,8 @@ class MaskVariant:
 
 def make_variant(is_causal=True, local_window_size=None) -> MaskVariant:
     """Validated MaskVariant from the API's arguments: local_window_size is None, an int (the same
-    on both sides) or (left, right), non-negative ints up to 2**30."""
+    on both sides) or (left, right), non-negative ints below 2**30 (so that a position plus or
+    minus a side, within the position limits, never overflows int32)."""
     if not isinstance(is_causal, (bool, np.bool_)):
         raise ValueError(f"is_causal must be True or False, got {is_causal!r}")
     window = local_window_size
@@ -123,8 +109,8 @@ def make_variant(is_causal=True, local_window_size=None) -> MaskVariant:
             raise ValueError(f"local_window_size must be None, an int or (left, right) ints, "
                              f"got {local_window_size!r}")
         window = (int(window[0]), int(window[1]))
-        if not all(0 <= w <= POSITION_LIMIT for w in window):
-            raise ValueError(f"local_window_size must be in [0, 2**30] on each side, got "
+        if not all(0 <= w < POSITION_LIMIT for w in window):
+            raise ValueError(f"local_window_size must be in [0, 2**30) on each side, got "
                              f"{local_window_size!r}")
     return MaskVariant(bool(is_causal), window)
 
