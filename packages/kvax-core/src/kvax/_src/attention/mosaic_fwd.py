@@ -13,9 +13,16 @@ H100 4% faster on log-normal documents, docs/bench/h100-2026-11-24-doc-chunks). 
 a mask whose blocks take the default tiles carries these tables (Schedule: the programs, the
 persistent work list, the logsumexp's slots), built once by create_attention_mask; elsewhere
 each call builds them (about eight small kernels before its own on a GPU). Tiles in the
-fully visible range skip the element mask; the others apply the
-document/causal/window rule to the tile's segment ids and positions, read from global memory in
-the accumulator's column layout before the tile's QK^T is issued (the loads fly during it).
+fully visible range skip the element mask; the others apply the document/causal/window rule,
+read from global memory in the accumulator's column layout before the tile's QK^T is issued (the
+loads fly during it). Where the mask's schedule brings its layouts (MosaicConfig.rank_rule, by
+default) the rule is one test on key ranks: each key's place in the keys ordered by (segment
+id, position), against each row's interval of visible ranks (rank_layouts,
+MaskVariant.intervals): one value loaded per key and two compares an element, for any ids and
+positions. On an H200 that made the forward 8-13% faster on short documents and left the other
+rows level (docs/bench/h200-2026-11-28-rank-rule). Elsewhere (layouts built in the call: packed
+heads, key splits, head dim 256, other blocks) the rule reads the keys' positions and segment
+ids, so that a call does not pay for the ranks' sort.
 Consumers get most registers, the producer few. The softmax takes its row maxima on the raw
 products (or their tanh, soft-capped), so each exponent is one FMA; a negative scale flips the
 consumer's Q tile once instead. Soft-capped bfloat16 logits need no maxima: a fixed reference
