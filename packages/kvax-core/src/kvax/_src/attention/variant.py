@@ -7,8 +7,7 @@ predicate (the pure-JAX path and the tests' reference), the block tests of the b
 The rule: query t attends key s iff the segment ids are equal and not padding, and, with d =
 query_positions[t] - kv_positions[s]: d >= 0 when causal, and -right <= d <= left with a window
 (left, right). Positions must lie in [-2**30, 2**30] and each side of a window below 2**30 when
-a window is used, so that d and the window's bounds never overflow int32 (a key's position plus
-the window's left side reached 2**31 at the corner before the sides were capped below 2**30).
+a window is used, so that d and the window's bounds never overflow int32.
 """
 
 from __future__ import annotations
@@ -46,7 +45,8 @@ class MaskVariant:
         """The whole rule, elementwise on arrays that broadcast against each other (queries'
         [..., T, 1] against keys' [..., 1, S], or tiles already broadcast): equal segment ids,
         not padding, and the position part. Every pure-JAX user reads it here (the CPU path, the
-        Mosaic kernel); the Triton kernels have their own (triton_common.element_mask)."""
+        Mosaic kernels where they read positions and ids); the Triton kernels have their own
+        (triton_common.element_mask), and the Mosaic forward's rank rule reads intervals()."""
         return self._and_positions((q_seg == k_seg) & (q_seg != pad_id), q_pos, k_pos)
 
     def intervals(self, q_pos, q_seg, k_pos, k_seg, pad_id):
@@ -60,8 +60,7 @@ class MaskVariant:
         a query's interval ends. Queries with the padding id get the empty interval (0, -1)."""
         from jax import lax
 
-        b, s = k_seg.shape
-        t = q_seg.shape[1]
+        s, t = k_seg.shape[1], q_seg.shape[1]
         low, high = self.diff_bounds
         lowest, highest = jnp.iinfo(jnp.int32).min, jnp.iinfo(jnp.int32).max
         # visible: q_pos - high <= k_pos <= q_pos - low (no overflow within the limits)
