@@ -20,15 +20,18 @@ def test_mosaic_backward_spike_lowers(capsys):
 
 def test_mosaic_forward_spike_lowers(capsys):
     """Every forward configuration the spike names, soft-capped too (the overlapped one among
-    them, and query heads packed: two per program in the check's first workload)."""
+    them, query heads packed: two per program in the check's first workload, and either rule)."""
     import spike_mosaic
 
     spike_mosaic.main(["--lower-only", "--configs",
-                       "64x128x2,64x128x2t,64x128x2o,64x64x3o,64x128x2/4,64x128x2o/4",
+                       "64x128x2,64x128x2t,64x128x2o,64x64x3o,64x128x2/4,64x128x2o/4,"
+                       "64x128x2pr,64x128x2pn",
                        "--logits-soft-cap", "30"])
     assert spike_mosaic.parse_config("64x128x2o/4", group=2).pack == 2
+    assert [spike_mosaic.parse_config(f"64x128x2p{x}").rank_rule for x in ("", "r", "n")] == [
+        None, True, False]
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 6 and all("lowered, mosaic_gpu calls 1" in line for line in lines)
+    assert len(lines) == 8 and all("lowered, mosaic_gpu calls 1" in line for line in lines)
 
 
 def test_sass_loops_counts_a_backward_branchs_span(tmp_path, capsys):
