@@ -99,6 +99,30 @@ def test_forward_lowers_for_cuda(h, dtype, variant, config, extra):
     _assert_hardware_tanh(text, extra)
 
 
+@pytest.mark.parametrize("h,t,ranks", [(128, 1000, True), (256, 1000, False), (128, 40, False)],
+                         ids=["fits", "head-dim-256", "packed"])
+def test_forward_takes_the_rank_rule_where_the_mask_brings_its_layouts(h, t, ranks):
+    """MosaicConfig.rank_rule=None, the default: the rank rule where the mask's schedule fits
+    the call (its rank layouts go into the kernel: queries' (lo, hi, id), [B, 3, T']), the ids
+    and positions where the call builds its own layouts (head dim 256's 64-key tiles, packed
+    heads for 40 queries: [B, 2, T'])."""
+    q_pos, q_seg, kv_pos, kv_seg = _one_document(t, 1000)
+    (mask,) = build_masks(q_pos, q_seg, kv_pos, kv_seg, fwd_params=FWD, bwd_params=None,
+                          skip_pad_tokens=True, schedule=True)
+    assert mask.schedule is not None and mask.schedule.rank_rule
+    q = jnp.zeros((1, t, 4, h), jnp.bfloat16)
+    k = jnp.zeros((1, 1000, 2, h), jnp.bfloat16)
+
+    def fn(q, k, v):
+        return mosaic_fwd.forward(q, k, v, 0.1, q_pos, q_seg, kv_pos, kv_seg, mask,
+                                  variant=MaskVariant(), pad_id=PADDING_SEGMENT_ID)
+
+    text = jax.jit(fn).trace(q, k, k).lower(lowering_platforms=("cuda",)).as_text()
+    (call,) = [line for line in text.splitlines() if "custom_call @mosaic_gpu" in line]
+    query_layouts = re.findall(r"tensor<1x([23])x\d+xi32>", call)
+    assert query_layouts[0] == ("3" if ranks else "2"), query_layouts
+
+
 def _assert_hardware_tanh(text, extra):
     """A soft cap brings the hardware's tanh (approximate math), none without a cap."""
     found = set(re.findall(r"tanh[\w.]*", text))
