@@ -11,11 +11,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "dev
 
 
 def test_mosaic_backward_spike_lowers(capsys):
+    """Both rules of the backward's masked steps ("r": key ranks)."""
     import spike_mosaic_bwd
 
-    spike_mosaic_bwd.main(["--lower-only"])
+    spike_mosaic_bwd.main(["--lower-only", "--configs", "240/24,240/24r"])
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 4 and all("lowered, mosaic_gpu calls 1" in line for line in lines)
+    assert [config.rank_rule for config in spike_mosaic_bwd._configs("240/24,232/40/3r").values()
+            ] == [False, True]
 
 
 def test_mosaic_forward_spike_lowers(capsys):

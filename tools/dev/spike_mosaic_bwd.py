@@ -1,7 +1,7 @@
 """Spike and tuning harness of the Mosaic GPU backward (kvax/_src/attention/mosaic_bwd.py, dQ by
 TMA reduce-add), beside the Triton backward, on the issue's rows.
 
-    python tools/dev/spike_mosaic_bwd.py [--lower-only] [--configs 240/24,232/40,240/24/3]
+    python tools/dev/spike_mosaic_bwd.py [--lower-only] [--configs 240/24,232/40,240/24/3,240/24r]
 
 The run checks dq, dk, dv against the Triton backward and against the float64 reference on small
 odd shapes with NaN in the padding, then times both backwards on the issue's rows.
@@ -27,7 +27,7 @@ def _problem(w: Workload, *, backward_params, lower_only=False):
     lower_only: stand-in residuals, no kernel runs)."""
     import jax.numpy as jnp
 
-    from kvax._src.attention import triton_fwd
+    from kvax._src.attention import mosaic_fwd, triton_fwd
     from kvax._src.attention.mask import build_masks
     from kvax._src.attention.variant import MaskVariant
     from kvax.utils import default_params
@@ -51,8 +51,11 @@ def _problem(w: Workload, *, backward_params, lower_only=False):
     live = (seg != -1)[:, None, :]
     delta = jnp.einsum("btnd,btnd->bnt", dout.astype(jnp.float32), out.astype(jnp.float32))
     delta = jnp.where(live & jnp.isfinite(lse), delta, 0.0)
+    # the rank rule's layouts, as the forward mask's schedule brings them (built once)
+    t_pad = -(-w.seq_len // 128) * 128 + 128
+    ranks = mosaic_fwd.rank_layouts(pos, seg, pos, seg, t_pad, t_pad, pad_id=-1, variant=variant)
     return dict(q=q, k=k, v=v, pos=pos, seg=seg, scale=scale, lse=lse, delta=delta, dout=dout,
-                dq_mask=dq_mask, dkdv_mask=dkdv_mask, variant=variant)
+                dq_mask=dq_mask, dkdv_mask=dkdv_mask, variant=variant, ranks=ranks)
 
 
 def _runners(p, bwd_params, configs):
@@ -67,20 +70,23 @@ def _runners(p, bwd_params, configs):
     for name, config in configs.items():
         fns[name] = jax.jit(lambda q, k, v, config=config: mosaic_bwd.backward(
             q, k, v, p["scale"], p["pos"], p["seg"], p["pos"], p["seg"], p["lse"], p["delta"],
-            p["dout"], p["dkdv_mask"], variant=p["variant"], pad_id=-1, config=config))
+            p["dout"], p["dkdv_mask"], variant=p["variant"], pad_id=-1, config=config,
+            ranks=p["ranks"] if config.rank_rule else None))
     return args, fns
 
 
 def _configs(text: str):
-    """"240/24,232/40/3" -> {name: BackwardConfig} (consumer/producer registers[/stages])."""
+    """"240/24,232/40/3,240/24r" -> {name: BackwardConfig} (consumer/producer registers
+    [/stages], and "r": the rank rule, its layouts built once outside the timed call)."""
     from kvax._src.attention.mosaic_bwd import BackwardConfig
 
     configs = {}
     for item in text.split(","):
-        consumer, producer, *stages = (int(x) for x in item.split("/"))
+        consumer, producer, *stages = (int(x) for x in item.rstrip("r").split("/"))
         configs[f"mosaic{item}"] = BackwardConfig(consumer_registers=consumer,
                                                   producer_registers=producer,
-                                                  stages=stages[0] if stages else 2)
+                                                  stages=stages[0] if stages else 2,
+                                                  rank_rule=item.endswith("r"))
     return configs
 
 

@@ -437,14 +437,15 @@ BACKWARD_LOWERINGS = [
 
 
 def _training_step(h, dtype, variant, *, cap=None, sinks=False, t=1000, s=1000,
-                   deterministic=False):
+                   deterministic=False, schedule=False):
     """(the gradients of q, k, v through both Mosaic kernels, q, k) for one document, its
-    logsumexp in the loss too."""
+    logsumexp in the loss too; schedule: the forward mask brings its Schedule, as
+    create_attention_mask's on a Hopper GPU."""
     q = jnp.zeros((1, t, 4, h), jnp.dtype(dtype))
     k = jnp.zeros((1, s, 2, h), jnp.dtype(dtype))
     layout = _one_document(t, s)
     masks = build_masks(*layout, fwd_params=FWD, bwd_params=BWD128, skip_pad_tokens=True,
-                        variant=variant)
+                        variant=variant, schedule=schedule)
     opts = Options(sequential=False, backend="mosaic", fwd_params=FWD, bwd_params=BWD128,
                    variant=variant, logits_soft_cap=cap, deterministic=deterministic)
     sink_logits = jnp.zeros((4,), jnp.float32) if sinks else None
@@ -465,6 +466,29 @@ def test_backward_lowers_for_cuda(h, dtype, variant, extra, deterministic):
     text = jax.jit(step).trace(q, k, k).lower(lowering_platforms=("cuda",)).as_text()
     assert re.findall(r"stablehlo.custom_call @(\w+)", text) == ["mosaic_gpu_v2"] * 2
     _assert_hardware_tanh(text, extra)
+
+
+@pytest.mark.parametrize("schedule,rule,ranks", [
+    (True, True, (True, True)), (False, True, (False, True)), (True, False, (True, False)),
+    (False, False, (False, False))], ids=["schedule", "built", "default", "default-none"])
+def test_backward_rank_rule_reads_the_forward_masks_layouts(monkeypatch, schedule, rule, ranks):
+    """BackwardConfig.rank_rule: the backward's masked steps test key ranks, with the layouts
+    the forward mask's schedule brings (the forward's query layout, [B, 3, T'], goes into both
+    kernels, and the step sorts nothing), or else built in the call (a sort per call); by
+    default ids and positions ([B, 2, T']), whatever the forward reads."""
+    monkeypatch.setattr(mosaic_bwd, "chosen_config",
+                        lambda: mosaic_bwd.BackwardConfig(rank_rule=rule))
+    jax.clear_caches()
+    step, q, k = _training_step(128, "bfloat16", MaskVariant(False, (300, 20)), t=1000, s=1000,
+                                schedule=schedule)
+    text = jax.jit(step).trace(q, k, k).lower(lowering_platforms=("cuda",)).as_text()
+    jax.clear_caches()
+    calls = [line for line in text.splitlines() if "custom_call @mosaic_gpu" in line]
+    assert len(calls) == 2  # the forward, then the backward
+    got = tuple(re.findall(r"tensor<1x([23])x\d+xi32>", call)[0] == "3" for call in calls)
+    assert got == ranks
+    # the sort of keys and queries' bounds together (MaskVariant.intervals): 1000 + 2 x 1000
+    assert ("1x3000xi32" in text) == (ranks[1] and not schedule)
 
 
 def test_a_deep_step_traces_and_lowers_each_kernel_once(monkeypatch):
@@ -1312,7 +1336,8 @@ def test_document_chunks_bitwise_and_padding_exact():
 @pytest.mark.parametrize("mixed", [False, True], ids=["chunked", "mixed"])
 def test_forward_schedule_from_the_mask_is_bitwise_the_built_one(mixed):
     """The forward reading the mask's schedule and the forward building its tables in the call
-    (the same mask without it): bitwise the same output, logsumexp and gradients."""
+    (the same mask without it): bitwise the same output, logsumexp and gradients. With the
+    schedule the forward's masked steps test key ranks, without it ids and positions."""
     batch = _chunked_batch(CHUNKED[2], 21, mixed=mixed)
     q, k, v = (jnp.asarray(x) for x in (batch.query, batch.key, batch.value))
     layout = [jnp.asarray(a) for a in batch.layout.arrays]
@@ -1377,10 +1402,13 @@ def test_either_rule_matches_reference(monkeypatch, case, variant, rank_rule):
     schedule brings the layouts) asked for where the call builds its layouts (packed heads,
     split keys, head dim 256, 256x64 blocks, repeated and zero positions), and the rule on
     positions and ids asked for where the schedule would bring ranks: each through the whole
-    API, the Mosaic backward after it."""
+    API, the backward after it with the same rule (the Mosaic one, BackwardConfig.rank_rule,
+    where it takes the head dim)."""
+    monkeypatch.setattr(mosaic_bwd, "chosen_config",
+                        lambda: mosaic_bwd.BackwardConfig(rank_rule=rank_rule))
     with _edited_configs(monkeypatch, lambda config, group: dataclasses.replace(
             config, rank_rule=rank_rule)) as chosen:
-        _assert_matches(case, variant)
+        _assert_matches(case, variant, bwd=BWD128)
     assert chosen and all(config.rank_rule is rank_rule for config in chosen), chosen
 
 

@@ -62,7 +62,8 @@ class Backend:
         return out, lse, q
 
     def backward(self, opts, q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, out, lse, delta,
-                 dout, dq_mask, dkdv_mask):
+                 dout, dq_mask, dkdv_mask, fwd_mask=None):
+        """fwd_mask: the forward's mask, for what it brings built (its schedule), or None."""
         raise NotImplementedError
 
 
@@ -79,7 +80,7 @@ class XlaBackend(Backend):
                                  logits_soft_cap=opts.logits_soft_cap, sinks=sinks)
 
     def backward(self, opts, q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, out, lse, delta,
-                 dout, dq_mask, dkdv_mask):
+                 dout, dq_mask, dkdv_mask, fwd_mask=None):
         from kvax._src.attention import blockwise
 
         return blockwise.backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta,
@@ -116,7 +117,7 @@ class TritonBackend(Backend):
                                   sinks=sinks)
 
     def backward(self, opts, q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, out, lse, delta,
-                 dout, dq_mask, dkdv_mask):
+                 dout, dq_mask, dkdv_mask, fwd_mask=None):
         from kvax._src.attention import triton_bwd
 
         return triton_bwd.backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta,
@@ -205,20 +206,26 @@ class MosaicBackend(TritonBackend):
                                   store_query=True)
 
     def backward(self, opts, q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, out, lse, delta,
-                 dout, dq_mask, dkdv_mask):
+                 dout, dq_mask, dkdv_mask, fwd_mask=None):
         from kvax._src.attention import mosaic_bwd
         from kvax._src.config import PADDING_SEGMENT_ID
 
         if not self._mosaic_backward(q, k, v, (dkdv_mask.row_block, dkdv_mask.col_block)):
             return super().backward(opts, q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, out,
                                     lse, delta, dout, dq_mask, dkdv_mask)
+        # the rank rule's layouts where the forward mask's schedule brings them (built once with
+        # the mask; its queries and keys are this call's), read if the config asks for the rule
+        sched = getattr(fwd_mask, "schedule", None)
+        ranks = (tuple(x[:, 0] for x in sched.layouts[:2]) if sched is not None
+                 and sched.rank_rule and fwd_mask.variant == opts.variant else None)
         # q is forward_for_grad's copy, its padding rows zeroed
         return mosaic_bwd.backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta,
                                    dout, dkdv_mask, variant=opts.variant,
                                    pad_id=PADDING_SEGMENT_ID,
                                    logits_soft_cap=opts.logits_soft_cap,
                                    query_padding_zeroed=True,
-                                   deterministic=opts.deterministic)
+                                   deterministic=opts.deterministic, ranks=ranks,
+                                   config=mosaic_bwd.chosen_config())
 
 
 _REGISTRY: dict[str, tuple[int, Backend]] = {}

@@ -37,6 +37,10 @@ behind a flag) cost more in the kernel than the copies, ~1 ms a step at 64k, and
 when only the masked steps read the flag (docs/bench/h100-2026-11-24-padding). Tiles past the end of
 the tokens come in by TMA as zeros and dK/dV rows past it are not stored, so only lengths that are
 not a multiple of 8 get padded copies. Tiles in [lower_full, upper_full) skip the element rule.
+With BackwardConfig.rank_rule masked tiles test each key's rank against the queries' intervals
+of visible ranks (mosaic_fwd.rank_layouts, the forward mask's schedule's where it brings them),
+two compares an element, instead of ids, positions and the keys' padding: exact, but level in
+speed on an H200 (docs/bench/h200x2-2026-11-28-bwd-ranks), so not the default.
 Programs launch in the grid's order, a kv head's key tiles in turn, but the last head's tiles
 longest first (program_order): the SMs no longer wait at the end on the long programs of tiles
 near a long document's start (forward+backward 1.5-2.8% faster on log-normal and short documents
@@ -67,7 +71,7 @@ from jax import lax
 from kvax._src.attention.blockwise import LOG2E
 from kvax._src.attention.mask import AttentionMask
 from kvax._src.attention.mosaic_fwd import (block_bounds, for_tma, load_layout, logit_factor,
-                                             mask_bounds, round_up, tile_bounds,
+                                             mask_bounds, rank_layouts, round_up, tile_bounds,
                                              tiled_layout, zero_padding_rows)
 from kvax._src.attention.variant import MaskVariant
 
@@ -102,10 +106,20 @@ class BackwardConfig:
     # first query tile), 0 for causal or windowed ones (each starts at its own diagonal or
     # window: measured slower on causal documents)
     rotate: int | None = None
+    # masked tiles test each key's rank against the queries' intervals (mosaic_fwd.rank_layouts:
+    # the ones the call is handed, the forward mask's schedule's, else built in the call, a sort
+    # per call) instead of ids and positions. Level with them on an H200 (8 documents, log-normal
+    # and short ones: docs/bench/h200x2-2026-11-28-bwd-ranks), so off by default
+    rank_rule: bool = False
 
     @property
     def keys(self) -> int:
         return 2 * self.keys_per_wg
+
+
+def chosen_config() -> BackwardConfig:
+    """The config of the API's backward calls (the defaults; tests patch it to ask for others)."""
+    return BackwardConfig()
 
 
 def supported(head_dim: int, dkdv_blocks: tuple[int, int], *, kv_len: int = 0,
@@ -213,6 +227,14 @@ def to_fixed(x, scale):
     return hi * (2**SPLIT) + lo
 
 
+def rank_side_rule(rows, cols, k_rank, q_lo, q_hi):
+    """The rank rule on a tile of key rows and query columns: lo <= rank <= hi. Keys past the
+    tokens have rank -1 and padding keys the padding id's ranks, outside every real query's
+    interval; padding queries have the empty interval (0, -1)."""
+    rank = rows(k_rank)
+    return (rank >= cols(q_lo)) & (rank <= cols(q_hi))
+
+
 def key_side_rule(variant: MaskVariant, rows, cols, k_live, q_seg, k_seg, q_pos, k_pos):
     """variant.element_rule on a tile of key rows and query columns (rows, cols: broadcast a
     row's or a column's values to the tile), its padding test on the keys' side: k_live is
@@ -272,12 +294,15 @@ def fixed_point_scales(dout, k, v, kv_seg, delta, lse, pad_id: int):
 def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
              dkdv_mask: AttentionMask, *, variant: MaskVariant, pad_id: int,
              logits_soft_cap: float | None = None, config: BackwardConfig | None = None,
-             query_padding_zeroed: bool = False, deterministic: bool = False):
+             query_padding_zeroed: bool = False, deterministic: bool = False,
+             ranks=None):
     """(dq, dk, dv) in the inputs' dtype; lse [B, N, T] natural log (-inf on empty rows) and delta
     [B, N, T] float32 as backends.py describes them. query_padding_zeroed: q's padding rows are
     0 already (the forward's store_query), so q needs no zeroed copy here. deterministic: dQ
     summed in fixed point (to_fixed, fixed_point_scales), bitwise equal across reruns, instead
-    of float32 in arrival order."""
+    of float32 in arrival order. ranks: (q_lay, k_lay) of mosaic_fwd.rank_layouts for
+    these positions and ids and this variant, at least as long as the query and key tiles
+    reach (the forward mask's schedule brings them), read with config.rank_rule."""
     import jax.experimental.pallas as pl
     import jax.experimental.pallas.mosaic_gpu as plgpu
 
@@ -320,8 +345,18 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
     stats = jnp.stack(rows, axis=2)  # [B, N, 2 or 3, T]
     stats = jnp.pad(stats, ((0, 0), (0, 0), (0, 0), (0, t_pad - t)))
     stats = stats.at[:, :, 0, t:].set(jnp.inf)
-    q_lay = tiled_layout(q_pos, q_seg, t_pad, pad_id)
-    k_lay = tiled_layout(kv_pos, kv_seg, s_pad, pad_id)
+    rank_rule = config.rank_rule
+    if rank_rule and ranks is None:  # asked for without the mask's: built here, a sort a call
+        ranks = rank_layouts(q_pos, q_seg, kv_pos, kv_seg, t_pad, s_pad, pad_id=pad_id,
+                             variant=variant)
+    if rank_rule:  # rows (0, 1): the queries' (lo, hi), the keys' (rank, id)
+        q_lay, k_lay = ranks
+        if q_lay.shape[-1] < t_pad or k_lay.shape[-1] < s_pad:
+            raise ValueError(f"ranks must reach {t_pad} queries and {s_pad} keys, got layouts "
+                             f"of shapes {q_lay.shape} and {k_lay.shape}")
+    else:  # rows (0, 1): positions, ids
+        q_lay = tiled_layout(q_pos, q_seg, t_pad, pad_id)
+        k_lay = tiled_layout(kv_pos, kv_seg, s_pad, pad_id)
     bounds = mask_bounds(dkdv_mask)
     order = program_order(bounds, num_kv, num_k_tiles, num_q_tiles, row_ratio, col_ratio)
     cap = logits_soft_cap
@@ -374,6 +409,7 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
                 k_mine = k_smem.at[pl.ds(wg * keys_per_wg, keys_per_wg)]
                 plgpu.copy_gmem_to_smem(k_ref.at[kv_slice], k_mine, kv_ready.at[wg])
                 plgpu.copy_gmem_to_smem(v_ref.at[kv_slice], v_smem.at[wg], kv_ready.at[2 + wg])
+                # the keys' positions (with rank_rule their ranks) and ids
                 k_pos_r, k_seg_r = load_layout(klay_ref, batch, k_start, keys_per_wg, row_layout)
                 c, sc = factors_ref[0], factors_ref[1]
                 plgpu.barrier_wait(kv_ready.at[wg])
@@ -383,7 +419,7 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
                 plgpu.barrier_wait(kv_ready.at[1 - wg])
                 plgpu.barrier_wait(kv_ready.at[2 + wg])
                 zero_padding_rows(v_smem.at[wg], k_seg_r, pad_id)  # read only by our dP^T
-            k_live_r = k_seg_r != pad_id
+            k_live_r = None if rank_rule else k_seg_r != pad_id
             k_cols = k_smem.at[:, pl.ds(wg * half, half)]
             shape = (keys_per_wg, block_q)
 
@@ -417,7 +453,9 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
                     else:
                         th = jnp.tanh(s_t * c)
                         p_t, d_cap = jnp.exp2(th * (cap * LOG2E) - cols(lse_c)), 1.0 - th * th
-                    if masked:  # the element rule, padding tested on the keys' side
+                    if masked and rank_rule:  # q_layout: the queries' (lo, hi)
+                        p_t = jnp.where(rank_side_rule(rows, cols, k_pos_r, *q_layout), p_t, 0.0)
+                    elif masked:  # the element rule, padding tested on the keys' side
                         q_pos_c, q_seg_c = q_layout
                         ok = key_side_rule(variant, rows, cols, k_live_r, q_seg_c, k_seg_r,
                                            q_pos_c, k_pos_r)

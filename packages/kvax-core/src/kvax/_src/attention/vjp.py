@@ -72,6 +72,7 @@ def _delta(out, dout, lse, dlse):
 def _attention_bwd(opts: Options, residuals, cotangents):
     q, k, v, scale, sinks, q_pos, q_seg, kv_pos, kv_seg, masks, out, lse = residuals
     dout, dlse = cotangents
+    fwd_mask = masks[0]
     if len(masks) < 3:  # the caller built no backward masks: build them here, once per step
         masks = build_masks(q_pos, q_seg, kv_pos, kv_seg, fwd_params=opts.fwd_params,
                             bwd_params=opts.bwd_params, skip_pad_tokens=opts.skip_pad_tokens,
@@ -86,7 +87,7 @@ def _attention_bwd(opts: Options, residuals, cotangents):
     delta = _delta(jnp.where(live_q, out, 0), jnp.where(live_q, dout, 0), lse, dlse)
     dq, dk, dv = backends.get(opts.backend).backward(
         opts, q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, out, lse, delta, dout, dq_mask,
-        dkdv_mask)
+        dkdv_mask, fwd_mask=fwd_mask)
     # d out / d scale = sum(dS * Q K^T) and dQ = scale * dS K, so dscale = <Q, dQ> / scale
     # (a reduction XLA drops when nobody asks for the scale's gradient). Padding rows are left
     # out: their dQ is 0, but their Q may hold NaN or Inf.
