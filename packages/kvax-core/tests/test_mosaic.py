@@ -804,7 +804,7 @@ def test_rank_intervals_are_the_element_rule(variant, seed, positions):
     inside a query's interval exactly where element_rule allows the pair, for ids that repeat
     and interleave, repeated positions (also at the limits with the widest window), padding on
     either side, more keys than queries, and the kernels' padding past the tokens (never
-    visible)."""
+    visible); and the backward's form of the test (mosaic_bwd.rank_side_rule)."""
     rng = np.random.default_rng(seed)
     ids = np.asarray([PADDING_SEGMENT_ID, 0, 3, 2**31 - 1, -2**31, -5], np.int32)
     b, t, s = 2, 61, 83
@@ -827,6 +827,12 @@ def test_rank_intervals_are_the_element_rule(variant, seed, positions):
     assert not np.any(got[:, t:]) and not np.any(got[:, :, s:])
     np.testing.assert_array_equal(q_lay[:, 2, :t], q_seg)
     np.testing.assert_array_equal(k_lay[:, 1, :s], k_seg)
+    # the backward's form (BackwardConfig.rank_rule): keys down, queries across
+    rows = lambda x: jnp.broadcast_to(x[:, None], (s + 5, t + 8))  # noqa: E731
+    cols = lambda x: jnp.broadcast_to(x[None, :], (s + 5, t + 8))  # noqa: E731
+    for row in range(b):
+        np.testing.assert_array_equal(mosaic_bwd.rank_side_rule(
+            rows, cols, k_lay[row, 0], q_lay[row, 0], q_lay[row, 1]), got[row].T)
 
 
 @pytest.mark.parametrize("h", mosaic_bwd.HEAD_DIMS)
