@@ -804,7 +804,8 @@ def test_rank_intervals_are_the_element_rule(variant, seed, positions):
     inside a query's interval exactly where element_rule allows the pair, for ids that repeat
     and interleave, repeated positions (also at the limits with the widest window), padding on
     either side, more keys than queries, and the kernels' padding past the tokens (never
-    visible); and the backward's form of the test (mosaic_bwd.rank_side_rule)."""
+    visible), tested as both kernels test it (in_intervals), and in the backward's
+    orientation."""
     rng = np.random.default_rng(seed)
     ids = np.asarray([PADDING_SEGMENT_ID, 0, 3, 2**31 - 1, -2**31, -5], np.int32)
     b, t, s = 2, 61, 83
@@ -819,7 +820,7 @@ def test_rank_intervals_are_the_element_rule(variant, seed, positions):
                                            pad_id=PADDING_SEGMENT_ID, variant=variant)
     assert q_lay.shape == (b, 3, t + 8) and k_lay.shape == (b, 2, s + 5)
     rank, lo, hi = k_lay[:, 0, None, :], q_lay[:, 0, :, None], q_lay[:, 1, :, None]
-    got = (rank >= lo) & (rank <= hi)
+    got = mosaic_fwd.in_intervals(rank, lo, hi)
     want = variant.element_rule(q_pos[:, :, None], q_seg[:, :, None], k_pos[:, None],
                                 k_seg[:, None], PADDING_SEGMENT_ID)
     assert 0 < int(want.sum()) < want.size
@@ -831,8 +832,8 @@ def test_rank_intervals_are_the_element_rule(variant, seed, positions):
     rows = lambda x: jnp.broadcast_to(x[:, None], (s + 5, t + 8))  # noqa: E731
     cols = lambda x: jnp.broadcast_to(x[None, :], (s + 5, t + 8))  # noqa: E731
     for row in range(b):
-        np.testing.assert_array_equal(mosaic_bwd.rank_side_rule(
-            rows, cols, k_lay[row, 0], q_lay[row, 0], q_lay[row, 1]), got[row].T)
+        np.testing.assert_array_equal(mosaic_fwd.in_intervals(
+            rows(k_lay[row, 0]), cols(q_lay[row, 0]), cols(q_lay[row, 1])), got[row].T)
 
 
 @pytest.mark.parametrize("h", mosaic_bwd.HEAD_DIMS)

@@ -70,9 +70,9 @@ from jax import lax
 
 from kvax._src.attention.blockwise import LOG2E
 from kvax._src.attention.mask import AttentionMask
-from kvax._src.attention.mosaic_fwd import (block_bounds, for_tma, load_layout, logit_factor,
-                                             mask_bounds, rank_layouts, round_up, tile_bounds,
-                                             tiled_layout, zero_padding_rows)
+from kvax._src.attention.mosaic_fwd import (block_bounds, for_tma, in_intervals, load_layout,
+                                             logit_factor, mask_bounds, rank_layouts, round_up,
+                                             tile_bounds, tiled_layout, zero_padding_rows)
 from kvax._src.attention.variant import MaskVariant
 
 HEAD_DIMS = (64, 128)  # dK and dV of 64 keys x 256 do not fit one warpgroup's registers
@@ -225,14 +225,6 @@ def to_fixed(x, scale):
     lo_r = x * scale + (back - hi_r * float(2**SPLIT))  # MAGIC + y - n 2^SPLIT, rounded once
     hi, lo = (lax.bitcast_convert_type(r, jnp.int32) for r in (hi_r, lo_r))
     return hi * (2**SPLIT) + lo
-
-
-def rank_side_rule(rows, cols, k_rank, q_lo, q_hi):
-    """The rank rule on a tile of key rows and query columns: lo <= rank <= hi. Keys past the
-    tokens have rank -1 and padding keys the padding id's ranks, outside every real query's
-    interval; padding queries have the empty interval (0, -1)."""
-    rank = rows(k_rank)
-    return (rank >= cols(q_lo)) & (rank <= cols(q_hi))
 
 
 def key_side_rule(variant: MaskVariant, rows, cols, k_live, q_seg, k_seg, q_pos, k_pos):
@@ -453,8 +445,10 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
                     else:
                         th = jnp.tanh(s_t * c)
                         p_t, d_cap = jnp.exp2(th * (cap * LOG2E) - cols(lse_c)), 1.0 - th * th
-                    if masked and rank_rule:  # q_layout: the queries' (lo, hi)
-                        p_t = jnp.where(rank_side_rule(rows, cols, k_pos_r, *q_layout), p_t, 0.0)
+                    if masked and rank_rule:  # the keys' ranks, the queries' (lo, hi)
+                        q_lo_c, q_hi_c = q_layout
+                        ok = in_intervals(rows(k_pos_r), cols(q_lo_c), cols(q_hi_c))
+                        p_t = jnp.where(ok, p_t, 0.0)
                     elif masked:  # the element rule, padding tested on the keys' side
                         q_pos_c, q_seg_c = q_layout
                         ok = key_side_rule(variant, rows, cols, k_live_r, q_seg_c, k_seg_r,

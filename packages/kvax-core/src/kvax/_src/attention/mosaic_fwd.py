@@ -252,6 +252,14 @@ def rank_layouts(q_pos, q_seg, kv_pos, kv_seg, q_len: int, kv_len: int, *, pad_i
     return q_lay, k_lay
 
 
+def in_intervals(rank, lo, hi):
+    """The rank rule on arrays broadcast to a tile (rank_layouts'): a key of rank `rank` is
+    visible to a row whose interval is (lo, hi) iff lo <= rank <= hi. Keys past the tokens have
+    rank -1 and padding keys the padding id's ranks, outside every real row's interval; padding
+    rows and rows past the tokens have the empty interval (0, -1)."""
+    return (rank >= lo) & (rank <= hi)
+
+
 def mask_bounds(mask: AttentionMask):
     """The block mask's four bounds per row as one [B, R, 4] int32 array (read by
     block_bounds)."""
@@ -747,9 +755,9 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                         shape = (block_q, block_kv)
                         if masked and config.rank_rule:
                             (rank_c,), (lo_r, hi_r) = k_layout, q_rule_r
-                            rank = lax.broadcast_in_dim(rank_c, shape, [1])
-                            ok = ((rank >= lax.broadcast_in_dim(lo_r, shape, [0]))
-                                  & (rank <= lax.broadcast_in_dim(hi_r, shape, [0])))
+                            ok = in_intervals(lax.broadcast_in_dim(rank_c, shape, [1]),
+                                              lax.broadcast_in_dim(lo_r, shape, [0]),
+                                              lax.broadcast_in_dim(hi_r, shape, [0]))
                             s = jnp.where(ok, s, -jnp.inf)
                         elif masked:
                             k_pos_c, k_seg_c = k_layout
