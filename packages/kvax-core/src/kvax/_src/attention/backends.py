@@ -213,19 +213,20 @@ class MosaicBackend(TritonBackend):
         if not self._mosaic_backward(q, k, v, (dkdv_mask.row_block, dkdv_mask.col_block)):
             return super().backward(opts, q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, out,
                                     lse, delta, dout, dq_mask, dkdv_mask)
-        # the rank rule's layouts where the forward mask's schedule brings them (built once with
-        # the mask; its queries and keys are this call's), read if the config asks for the rule
+        config = mosaic_bwd.chosen_config()
+        # with the rank rule, the layouts the forward mask's schedule brings (built once with the
+        # mask; its queries and keys are this call's)
         sched = getattr(fwd_mask, "schedule", None)
-        ranks = (tuple(x[:, 0] for x in sched.layouts[:2]) if sched is not None
-                 and sched.rank_rule and fwd_mask.variant == opts.variant else None)
+        ranks = (tuple(x[:, 0] for x in sched.layouts[:2]) if config.rank_rule
+                 and sched is not None and sched.rank_rule and fwd_mask.variant == opts.variant
+                 else None)
         # q is forward_for_grad's copy, its padding rows zeroed
         return mosaic_bwd.backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta,
                                    dout, dkdv_mask, variant=opts.variant,
                                    pad_id=PADDING_SEGMENT_ID,
                                    logits_soft_cap=opts.logits_soft_cap,
                                    query_padding_zeroed=True,
-                                   deterministic=opts.deterministic, ranks=ranks,
-                                   config=mosaic_bwd.chosen_config())
+                                   deterministic=opts.deterministic, ranks=ranks, config=config)
 
 
 _REGISTRY: dict[str, tuple[int, Backend]] = {}
