@@ -52,7 +52,7 @@ def _problem(w: Workload, *, backward_params, lower_only=False):
     delta = jnp.einsum("btnd,btnd->bnt", dout.astype(jnp.float32), out.astype(jnp.float32))
     delta = jnp.where(live & jnp.isfinite(lse), delta, 0.0)
     # the rank rule's layouts, as the forward mask's schedule brings them (built once)
-    t_pad = -(-w.seq_len // 128) * 128 + 128
+    t_pad = mosaic_fwd.round_up(w.seq_len, 128) + 128
     ranks = mosaic_fwd.rank_layouts(pos, seg, pos, seg, t_pad, t_pad, pad_id=-1, variant=variant)
     return dict(q=q, k=k, v=v, pos=pos, seg=seg, scale=scale, lse=lse, delta=delta, dout=dout,
                 dq_mask=dq_mask, dkdv_mask=dkdv_mask, variant=variant, ranks=ranks)
