@@ -42,7 +42,10 @@ current one once the last program's stores have read that buffer, and the chunks
 go out of the program's own Q buffer viewed untiled. Each program's fixed cost (about 3 us on an
 H100: its table entry, Q's load, O's store) then hides behind work. Call by call beside the grid,
 it is 3% faster on log-normal documents, 10% on short ones, 1.5% on 8 documents and level on one
-causal document (docs/bench/h100-2026-11-25-persistent).
+causal document (docs/bench/h100-2026-11-25-persistent). The consumers load each program's work
+code and table entries one to three rounds before it runs, the logits' factor once, and the
+rows' layout before the prologue's waits: a program's cycles outside its loop fell from 3100 to
+2500 on short documents (docs/bench/h200-2026-11-28-prefetch).
 
 `MosaicConfig.pack` > 1 (FA3's PackGQA) puts that many query heads of one kv group in a program:
 each consumer's 64 rows are 64 / pack tokens of each head (Q and O by one TMA copy per head, the
@@ -639,18 +642,19 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                                         dst.at[pl.ds(j * tq, tq)], arrived)
 
         def one_program(batch, head0, item, consumer: bool, live=True, base=None, parity=None,
-                        first_round=None, next_program=None):
+                        first_round=None, next_program=None, info=None, factor=None):
             """A consumer's (consumer) or the producer's part of one program: query heads
             [head0, head0 + pack), row block `item`, batch row `batch`. Persistent: `live` (the
             worker has a program this round), base (the key/value tiles the worker's earlier
-            programs took through the ring), parity (the round's Q buffer), first_round, and
-            next_program (live, batch, head0, item) whose Q this one loads into the other
-            buffer."""
+            programs took through the ring); for a consumer also parity (the round's Q
+            buffer), first_round, next_program (live, batch, head0, item, its first token
+            block) whose Q this one loads into the other buffer, info (the program's table
+            entries, already loaded) and factor (the logits' factor, already loaded)."""
             # the program's tokens [first, first + tokens) (it stores [own_start, own_end) of
             # them), its key tiles from k0 on (`steps` of them), [f_lo, f_hi) of those fully
             # visible
-            first8, own_start, own_end, k08, steps, f_lo, f_hi = (items_ref[batch, item, i]
-                                                                  for i in range(7))
+            first8, own_start, own_end, k08, steps, f_lo, f_hi = (
+                info if info is not None else (items_ref[batch, item, i] for i in range(7)))
             first, k0 = first8 * TMA_ROWS, k08 * TMA_ROWS
             live_item = (own_end > own_start) & live
             # with key splits, each output and logsumexp in its split's slot (tiles: program m's
@@ -669,6 +673,17 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                     with jax.named_scope("prologue"):
                         lse_smem = lse_smem2.at[wg]
                         q_start = first + wg * tq
+
+                        def row_rules():  # the rows' (positions, ids), or with rank_rule (lo, hi,
+                            # ids)
+                            return load_layout(
+                                qlay_ref, batch,
+                                q_start if pack == 1 else item * rows + wg * block_q, block_q,
+                                row_layout, (0, 1, 2) if config.rank_rule else (0, 1))
+
+                        if parity is not None:  # persistent: issued first, so that they are
+                            # in flight through the waits below (h200-2026-11-28-prefetch)
+                            *q_rule_r, q_seg_r = row_rules()
                         if parity is None:
                             qo_smem, q_here = qo_smem2.at[wg], q_ready.at[wg]
                             load_q(batch, q_start, head0, qo_smem, q_here)
@@ -680,18 +695,16 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
 
                             # the last program's stores have read the other buffer and lse's
                             plgpu.wait_smem_to_gmem(0, wait_read_only=True)
-                            n_live, n_batch, n_head0, n_item = next_program
+                            n_live, n_batch, n_head0, _, n_first8 = next_program
 
                             @pl.when(n_live)
                             def _():
-                                n_start = items_ref[n_batch, n_item, 0] * TMA_ROWS + wg * tq
-                                load_q(n_batch, n_start, n_head0, qo_smem2.at[1 - parity, wg],
+                                load_q(n_batch, n_first8 * TMA_ROWS + wg * tq, n_head0,
+                                       qo_smem2.at[1 - parity, wg],
                                        q_ready.at[2 * (1 - parity) + wg])
-                        # the rows' (positions, ids), or with rank_rule (lo, hi, ids)
-                        *q_rule_r, q_seg_r = load_layout(
-                            qlay_ref, batch, q_start if pack == 1 else item * rows + wg * block_q,
-                            block_q, row_layout, (0, 1, 2) if config.rank_rule else (0, 1))
-                        c = factors_ref[0]
+                        if parity is None:  # (the grid's order, as measured before)
+                            *q_rule_r, q_seg_r = row_rules()
+                        c = factors_ref[0] if factor is None else factor
                         with jax.named_scope("q_wait"):
                             plgpu.barrier_wait(q_here)
                         if store_query:  # the tile, its padding rows zeroed, back out
@@ -1040,17 +1053,53 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                 return
             worker = lax.axis_index("workers")
 
-            def round_program(r):  # (live, batch, head0, item) of round r
+            def round_index(r):  # the work list's index of round r
                 lane = jnp.where(lax.rem(r, 2) == 0, worker, workers - 1 - worker)
-                w = r * workers + lane
-                code = work_ref[jnp.minimum(lax.div(w, heads), b * num_items - 1)]
+                return r * workers + lane
+
+            def round_code(r):  # (the work list's index, its code) of round r
+                w = round_index(r)
+                return w, work_ref[jnp.minimum(lax.div(w, heads), b * num_items - 1)]
+
+            def decode(w, code):  # (live, batch, head0, item) of a round's code
                 batch, item = work_block(jnp.maximum(code, 0), num_items)
                 return (w < total) & (code >= 0), batch, lax.rem(w, heads) * pack, item
 
-            def one_round(r, base):
-                live, batch, head0, item = round_program(r)
-                one_program(batch, head0, item, consumer, live, base, lax.rem(r, 2), r == 0,
-                            round_program(r + 1))
+            if consumer:  # each table load a round or more before it is read (below)
+                def program_ahead(w, code):  # a round's program and its first token block
+                    live, batch, head0, item = decode(w, code)
+                    return live, batch, head0, item, items_ref[batch, item, 0]
+
+                def table(program):  # a program's 7 table entries
+                    _, batch, _, item, first8 = program
+                    return (first8,) + tuple(items_ref[batch, item, i] for i in range(1, 7))
+
+                def one_round_ahead(r, carry):
+                    """Round r's program, from what earlier rounds loaded: its program and
+                    table, the next one's program and first token block (for its Q), and round
+                    r + 2's code. Before it, the loads for later rounds, so that they arrive
+                    while it runs: round r + 3's code, r + 2's program and first block and
+                    r + 1's table (docs/bench/h200-2026-11-28-prefetch)."""
+                    base, now, info, nxt, code2 = carry
+                    code3 = round_code(r + 3)[1]
+                    info_next = table(nxt)
+                    after = program_ahead(round_index(r + 2), code2)
+                    live, batch, head0, item = now
+                    one_program(batch, head0, item, consumer, live, base, lax.rem(r, 2), r == 0,
+                                nxt, info, factor)
+                    return (base + jnp.where(live, info[4], 0), tuple(nxt[:4]), info_next,
+                            after, code3)
+
+                factor = factors_ref[0]  # once, not in each program's prologue
+                first = program_ahead(*round_code(0))
+                lax.fori_loop(0, rounds, one_round_ahead,
+                              (jnp.int32(0), first[:4], table(first),
+                               program_ahead(*round_code(1)), round_code(2)[1]))
+                return
+
+            def one_round(r, base):  # the producer's
+                live, batch, head0, item = decode(*round_code(r))
+                one_program(batch, head0, item, consumer, live, base)
                 return base + jnp.where(live, items_ref[batch, item, 4], 0)
 
             lax.fori_loop(0, rounds, one_round, jnp.int32(0))
