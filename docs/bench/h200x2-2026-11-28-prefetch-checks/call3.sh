@@ -13,7 +13,7 @@ timeout -s KILL 300 python3 -m pytest \
 or deterministic_and_padding_exact or test_matches_reference or mosaic_backward_padding_exact \
 or auto_picks" --kvax-report $OUT/h200x2-kvax-core-prefetch.md 2>&1 | grep -v Warning | tail -6
 echo "at $SECONDS s"
-timeout -s KILL $((420 - SECONDS)) python3 -m pytest -p kvax_testing.pytest_plugin -m gpu \
+timeout -s KILL $((420 - SECONDS)) python3 -m pytest -p kvax_testing.pytest_plugin \
   packages/kvax-dist --kvax-mesh-platform gpu -q -n 6 \
   --kvax-report $OUT/h200x2-kvax-dist-prefetch.md > $OUT/3-dist.txt 2>&1
 echo "dist rc $?"; tail -3 $OUT/3-dist.txt; echo "at $SECONDS s"
