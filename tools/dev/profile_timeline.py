@@ -299,8 +299,8 @@ PERSISTENT_PHASES = ("gap", "prologue", "q_wait", "first_key", "loop", "epilogue
 
 
 def summarize_persistent(records, items, label: str):
-    """Where a persistent program's cycles go: each phase's mean per program and share, the
-    first program of each block (its Q loaded in its prologue) left out, and a fit of the
+    """Where a persistent program's cycles go: each phase's mean per program and share (and
+    each consumer's median and 90th percentile), the first program of each block (its Q loaded in its prologue) left out, and a fit of the
     loop's cycles on the program's full and masked steps (one block per SM: no clock rate from
     the blocks' start times, so cycles only)."""
     later = [r for r in records if r[2] > 0]
@@ -312,8 +312,12 @@ def summarize_persistent(records, items, label: str):
     blocks = len({r[0] for r in records})
     print(f"{label}: {len(later)} programs recorded past each block's first, in {blocks} "
           f"blocks (per consumer)")
-    for p in PERSISTENT_PHASES:
-        print(f"    {p:<12} {sums[p] / total * 100:5.1f}%  {sums[p] / len(later):8.0f} cycles")
+    for p in PERSISTENT_PHASES:  # the mean, then each consumer's median and 90th percentile
+        spread = "  ".join(
+            "consumer %d p50 %6.0f p90 %6.0f" % (wg, *np.percentile(
+                [r[4][p] for r in later if r[1] == wg] or [0], [50, 90])) for wg in (0, 1))
+        print(f"    {p:<12} {sums[p] / total * 100:5.1f}%  {sums[p] / len(later):8.0f} cycles"
+              f"  ({spread})")
     coef, steps, full = loop_fit([r[4]["loop"] for r in later],
                                  np.array([items[r[3][1]] for r in later]))  # batch 1
     print(f"    loop fit: {coef[0]:.0f} cycles + {coef[1]:.0f} a full step + {coef[2]:.0f} a "
