@@ -33,6 +33,8 @@ def test_mosaic_forward_spike_lowers(capsys):
     assert spike_mosaic.parse_config("64x128x2o/4", group=2).pack == 2
     assert [spike_mosaic.parse_config(f"64x128x2p{x}").rank_rule for x in ("", "r", "n")] == [
         None, True, False]
+    with pytest.raises(ValueError, match=r"'64x128x2pa': unknown letters \['a'\]"):
+        spike_mosaic.parse_config("64x128x2pa")  # a trial's letter, its patch gone
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 8 and all("lowered, mosaic_gpu calls 1" in line for line in lines)
 

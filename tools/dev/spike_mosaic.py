@@ -73,6 +73,10 @@ def parse_config(text: str, group: int = 1):
     text = text.split("@")[0]
     bq, bkv, stages, flags, pack = re.fullmatch(r"(\d+)x(\d+)x(\d+)([a-zA-Z]*)(?:/(\d+))?",
                                                 text).groups()
+    unknown = sorted(set(flags) - set(FLAGS) - set(FALSE_FLAGS))
+    if unknown:  # (a trial's letter left in a script after its patch went)
+        raise ValueError(f"config {text!r}: unknown letters {unknown}; known: "
+                         f"{sorted(FLAGS) + sorted(FALSE_FLAGS)}")
     return MosaicConfig(block_q=int(bq), block_kv=int(bkv), stages=int(stages),
                         pack=min(int(pack or 1), pack_heads(group, int(bq))),
                         **{FLAGS[f]: True for f in flags if f in FLAGS},

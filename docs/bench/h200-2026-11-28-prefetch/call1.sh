@@ -1,3 +1,6 @@
+# Ran on an uncommitted trial whose MosaicConfig had the flags "a" (prefetch) and "b"
+# (prefetch_deep); 725ae11 kept "ab" as the persistent forward's only order and dropped the
+# flags, so the spike now refuses these names (README.md here).
 # Call 1 (session 43, one H200): the persistent forward's consumers with their next programs'
 # work codes and tables loaded a round ahead and the rows' layout issued before the prologue's
 # waits (MosaicConfig.prefetch, "a"), against today's default ("p"), beside FA3. The small

@@ -1,3 +1,6 @@
+# Ran on an uncommitted trial whose MosaicConfig had the flags "a" (prefetch) and "b"
+# (prefetch_deep); 725ae11 kept "ab" as the persistent forward's only order and dropped the
+# flags, so the spike now refuses these names (README.md here).
 # Call 2 (session 43, one H200): call 1's prefetch ("a") and a deeper one ("ab",
 # MosaicConfig.prefetch_deep: round r loads round r + 3's code, r + 2's program and first block
 # and r + 1's table before its program, and the logits' factor is loaded once per worker),
