@@ -300,9 +300,9 @@ PERSISTENT_PHASES = ("gap", "prologue", "q_wait", "first_key", "loop", "epilogue
 
 def summarize_persistent(records, items, label: str):
     """Where a persistent program's cycles go: each phase's mean per program and share (and
-    each consumer's median and 90th percentile), the first program of each block (its Q loaded in its prologue) left out, and a fit of the
-    loop's cycles on the program's full and masked steps (one block per SM: no clock rate from
-    the blocks' start times, so cycles only)."""
+    each consumer's median and 90th percentile), the first program of each block (its Q loaded
+    in its prologue) left out, and a fit of the loop's cycles on the program's full and masked
+    steps (one block per SM: no clock rate from the blocks' start times, so cycles only)."""
     later = [r for r in records if r[2] > 0]
     if not later:
         print(f"{label}: no program past each block's first was recorded (a larger --space)")
