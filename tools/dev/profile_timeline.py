@@ -314,8 +314,9 @@ def summarize_persistent(records, items, label: str):
           f"blocks (per consumer)")
     for p in PERSISTENT_PHASES:  # the mean, then each consumer's median and 90th percentile
         spread = "  ".join(
-            "consumer %d p50 %6.0f p90 %6.0f" % (wg, *np.percentile(
-                [r[4][p] for r in later if r[1] == wg] or [0], [50, 90])) for wg in (0, 1))
+            f"consumer {wg} p50 {p50:6.0f} p90 {p90:6.0f}" for wg in (0, 1)
+            for p50, p90 in [np.percentile([r[4][p] for r in later if r[1] == wg] or [0],
+                                           [50, 90])])
         print(f"    {p:<12} {sums[p] / total * 100:5.1f}%  {sums[p] / len(later):8.0f} cycles"
               f"  ({spread})")
     coef, steps, full = loop_fit([r[4]["loop"] for r in later],
