@@ -179,6 +179,8 @@ def test_profile_timeline_splits_persistent_programs_into_phases(capsys):
     assert "loop fit: 100 cycles + 1000 a full step + 1500 a masked step" in out
     gap_line = out.splitlines()[1]
     assert "consumer 0 p50     50 p90     50  consumer 1 p50     50 p90     50" in gap_line
+    assert ("from each consumer's program 3 on (4): gap 50, prologue 30, epilogue 200, outside "
+            "the loop 310 cycles") in out
 
 
 def test_per_call_matches_calls_with_the_clock_samples_taken_while_they_ran(tmp_path, capsys):

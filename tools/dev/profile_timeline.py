@@ -302,7 +302,8 @@ def summarize_persistent(records, items, label: str):
     """Where a persistent program's cycles go: each phase's mean per program and share (and
     each consumer's median and 90th percentile), the first program of each block (its Q loaded
     in its prologue) left out, and a fit of the loop's cycles on the program's full and masked
-    steps (one block per SM: no clock rate from the blocks' start times, so cycles only)."""
+    steps (one block per SM: no clock rate from the blocks' start times, so cycles only); then
+    the phases outside the loop from each consumer's fourth program on."""
     later = [r for r in records if r[2] > 0]
     if not later:
         print(f"{label}: no program past each block's first was recorded (a larger --space)")
@@ -324,6 +325,20 @@ def summarize_persistent(records, items, label: str):
     print(f"    loop fit: {coef[0]:.0f} cycles + {coef[1]:.0f} a full step + {coef[2]:.0f} a "
           f"masked step; mean {steps.mean():.2f} steps a program, {full.mean():.2f} full; "
           f"outside the loop {(1 - sums['loop'] / total) * 100:.1f}% of the programs' cycles")
+    # the recorded programs are each worker's first: its second and third start while every SM
+    # loads at once (their gap or prologue 1500-1800 cycles longer on an H200), so the rounds
+    # after them apart
+    steady = [r for r in records if r[2] >= STEADY_FROM]
+    if steady:
+        means = {p: np.mean([r[4][p] for r in steady]) for p in PERSISTENT_PHASES}
+        outside = sum(means.values()) - means["loop"]
+        print(f"    from each consumer's program {STEADY_FROM} on ({len(steady)}): gap "
+              f"{means['gap']:.0f}, prologue {means['prologue']:.0f}, epilogue "
+              f"{means['epilogue']:.0f}, outside the loop {outside:.0f} cycles "
+              f"({outside / (outside + means['loop']) * 100:.1f}%)")
+
+
+STEADY_FROM = 3  # a consumer's programs from this index on (0 is its first)
 
 
 def block_items(items, blocks: int, num_heads: int):

@@ -44,8 +44,8 @@ H100: its table entry, Q's load, O's store) then hides behind work. Call by call
 it is 3% faster on log-normal documents, 10% on short ones, 1.5% on 8 documents and level on one
 causal document (docs/bench/h100-2026-11-25-persistent). The consumers load each program's work
 code and table entries one to three rounds before it runs, the logits' factor once, and the
-rows' layout before the prologue's waits: a program's cycles outside its loop fell from 3100 to
-2500 on short documents (docs/bench/h200-2026-11-28-prefetch).
+rows' layout before the prologue's waits: a program's cycles outside its loop fell from about
+2850 to 2250 on short documents (docs/bench/h200-2026-11-28-prefetch).
 
 `MosaicConfig.pack` > 1 (FA3's PackGQA) puts that many query heads of one kv group in a program:
 each consumer's 64 rows are 64 / pack tokens of each head (Q and O by one TMA copy per head, the
