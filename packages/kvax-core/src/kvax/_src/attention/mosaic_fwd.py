@@ -674,8 +674,8 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                         lse_smem = lse_smem2.at[wg]
                         q_start = first + wg * tq
 
-                        def row_rules():  # the rows' (positions, ids), or with rank_rule (lo, hi,
-                            # ids)
+                        def row_rules():
+                            """The rows' (positions, ids), with rank_rule (lo, hi, ids)."""
                             return load_layout(
                                 qlay_ref, batch,
                                 q_start if pack == 1 else item * rows + wg * block_q, block_q,
@@ -1066,6 +1066,8 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                 return (w < total) & (code >= 0), batch, lax.rem(w, heads) * pack, item
 
             if consumer:  # each table load a round or more before it is read (below)
+                factor = factors_ref[0]  # once, not in each program's prologue
+
                 def program_ahead(w, code):  # a round's program and its first token block
                     live, batch, head0, item = decode(w, code)
                     return live, batch, head0, item, items_ref[batch, item, 0]
@@ -1090,7 +1092,6 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                     return (base + jnp.where(live, info[4], 0), tuple(nxt[:4]), info_next,
                             after, code3)
 
-                factor = factors_ref[0]  # once, not in each program's prologue
                 first = program_ahead(*round_code(0))
                 lax.fori_loop(0, rounds, one_round_ahead,
                               (jnp.int32(0), first[:4], table(first),
