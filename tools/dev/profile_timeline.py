@@ -5,8 +5,8 @@ on-device profiler.
     python tools/dev/profile_timeline.py --backward [--rows 1,0] [--space 8]
     python tools/dev/profile_timeline.py --load DIR/row1-64x128x2.npz [--space 8]   # no GPU
 
-The kernels' named scopes (mosaic_fwd: prologue with q_wait and first_key in it, loop,
-epilogue with store_wait inside it, producer; mosaic_bwd: prologue, loop, epilogue with
+The kernels' named scopes (mosaic_fwd: prologue with q_wait, first_key, store_read and meet in
+it, loop, epilogue with store_wait inside it, producer; mosaic_bwd: prologue, loop, epilogue with
 store_wait) become ranges that each warpgroup stamps with its SM's clock
 (`CompilerParams(profile_space=...)`; only the profiled kernel is built with it). Per row
 this prints how the SMs' cycles split: between one block's last stamp and the next block's first
@@ -257,7 +257,7 @@ def persistent_records(buffer, names, space: int, taken):
     """Per program recorded by a consumer of the persistent forward: (block, consumer, its
     index in the block, (batch, item), {phase: cycles}), the phases being "gap" (from the
     previous program's epilogue, or Init, to this prologue: reading the work list and the
-    table), "prologue" (q_wait and first_key apart), "q_wait", "first_key", "loop" and
+    table), "prologue" (its PROLOGUE_PARTS apart), each of those parts, "loop" and
     "epilogue". Only programs whose three ranges fit the profiler's space are recorded."""
     entries = buffer.reshape(-1, 3, space * 4).astype(np.int64)
     unname = {v: k for k, v in names.items()}
@@ -282,10 +282,10 @@ def persistent_records(buffer, names, space: int, taken):
                         "prologue", "loop", "epilogue"]:
                     continue
                 inner = nested.get(i, {})  # the ranges inside this prologue
-                phases = {"gap": _after(enter, last_exit), "q_wait": inner.get("q_wait", 0),
-                          "first_key": inner.get("first_key", 0)}
-                phases["prologue"] = (_after(exit_, enter) - phases["q_wait"]
-                                      - phases["first_key"])
+                phases = {"gap": _after(enter, last_exit)}
+                phases.update((name, inner.get(name, 0)) for name in PROLOGUE_PARTS)
+                phases["prologue"] = _after(exit_, enter) - sum(
+                    phases[name] for name in PROLOGUE_PARTS)
                 phases["loop"] = _after(top[i + 1][2], top[i + 1][1])
                 phases["epilogue"] = _after(top[i + 2][2], top[i + 2][1])
                 last_exit = top[i + 2][2]
@@ -295,7 +295,11 @@ def persistent_records(buffer, names, space: int, taken):
     return records
 
 
-PERSISTENT_PHASES = ("gap", "prologue", "q_wait", "first_key", "loop", "epilogue")
+# the ranges inside the persistent forward's prologue, each apart from the rest of it: the
+# waits for Q's tile and the first key tile, for the last program's stores to read shared memory,
+# and the consumers' rendezvous
+PROLOGUE_PARTS = ("q_wait", "first_key", "store_read", "meet")
+PERSISTENT_PHASES = ("gap", "prologue") + PROLOGUE_PARTS + ("loop", "epilogue")
 
 
 def summarize_persistent(records, items, label: str):

@@ -72,8 +72,8 @@ padding is never fully visible, so only the masked steps read a flag per tile (p
 in the rare tiles that hold some, both consumers zero those rows in shared memory before their PV
 (the overlapped order zeroes them in a copy first); NaN in Q's or K's padding only reaches logits
 the rule replaces. The residuals follow backends.py: the logsumexp in natural log, -inf on rows with
-nothing to attend. The phases are named (jax.named_scope: prologue with q_wait and first_key,
-loop, epilogue, store_wait, producer) for Mosaic GPU's on-device profiler,
+nothing to attend. The phases are named (jax.named_scope: prologue with q_wait, first_key,
+store_read and meet, loop, epilogue, store_wait, producer) for Mosaic GPU's on-device profiler,
 tools/dev/profile_timeline.py; without the profiler the names cost nothing.
 """
 
@@ -694,7 +694,8 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                                 lambda: load_q(batch, q_start, head0, qo_smem, q_here))
 
                             # the last program's stores have read the other buffer and lse's
-                            plgpu.wait_smem_to_gmem(0, wait_read_only=True)
+                            with jax.named_scope("store_read"):
+                                plgpu.wait_smem_to_gmem(0, wait_read_only=True)
                             n_live, n_batch, n_head0, _, n_first8 = next_program
 
                             @pl.when(n_live)
@@ -743,7 +744,8 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                         if config.overlap:  # warpgroup 0 has the first turn
                             pl.when(wg == 1)(lambda: plgpu.barrier_arrive(schedule.at[0]))
                         else:  # warpgroup 1 starts a hand-over behind
-                            pl.when(wg == 1)(sync)
+                            with jax.named_scope("meet"):
+                                pl.when(wg == 1)(sync)
 
                     def key_layout(i, slot):
                         """The key tile's positions and segment ids (with rank_rule its ranks) in
