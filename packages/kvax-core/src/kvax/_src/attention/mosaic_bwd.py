@@ -338,11 +338,10 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
     stats = jnp.pad(stats, ((0, 0), (0, 0), (0, 0), (0, t_pad - t)))
     stats = stats.at[:, :, 0, t:].set(jnp.inf)
     rank_rule = config.rank_rule
-    if rank_rule and ranks is None:  # asked for without the mask's: built here, a sort a call
-        ranks = rank_layouts(q_pos, q_seg, kv_pos, kv_seg, t_pad, s_pad, pad_id=pad_id,
-                             variant=variant)
-    if rank_rule:  # rows (0, 1): the queries' (lo, hi), the keys' (rank, id)
-        q_lay, k_lay = ranks
+    if rank_rule:  # rows (0, 1): the queries' (lo, hi), the keys' (rank, id); without the
+        # mask's layouts, built here (a sort a call)
+        q_lay, k_lay = ranks if ranks is not None else rank_layouts(
+            q_pos, q_seg, kv_pos, kv_seg, t_pad, s_pad, pad_id=pad_id, variant=variant)
         if q_lay.shape[-1] < t_pad or k_lay.shape[-1] < s_pad:
             raise ValueError(f"ranks must reach {t_pad} queries and {s_pad} keys, got layouts "
                              f"of shapes {q_lay.shape} and {k_lay.shape}")
