@@ -39,6 +39,31 @@ def test_mosaic_forward_spike_lowers(capsys):
     assert len(lines) == 8 and all("lowered, mosaic_gpu calls 1" in line for line in lines)
 
 
+def test_mosaic_forward_spike_takes_a_named_copys_kernel(monkeypatch, capsys):
+    """A "~NAME" config's kernel comes from mosaic_fwd_ab_NAME (a copy of mosaic_fwd.py beside
+    it: a change timed before and after in one process), soft-capped after the name too."""
+    import types
+
+    import spike_mosaic
+
+    from kvax._src.attention import mosaic_fwd
+
+    configs = []
+    copy = types.ModuleType("kvax._src.attention.mosaic_fwd_ab_t")
+    copy.MosaicConfig, copy.pack_heads = mosaic_fwd.MosaicConfig, mosaic_fwd.pack_heads
+    copy.schedule = mosaic_fwd.schedule
+
+    def forward(*args, **kwargs):
+        configs.append((kwargs["config"], kwargs["logits_soft_cap"]))
+        return mosaic_fwd.forward(*args, **kwargs)
+
+    copy.forward = forward
+    monkeypatch.setitem(sys.modules, copy.__name__, copy)
+    spike_mosaic.main(["--lower-only", "--configs", "64x128x2p~t@30"])
+    assert [(c.persistent, cap) for c, cap in configs] == [(True, 30.0)]
+    assert capsys.readouterr().out.splitlines() == ["64x128x2p~t@30: lowered, mosaic_gpu calls 1"]
+
+
 def test_sass_loops_counts_a_backward_branchs_span(tmp_path, capsys):
     """A made-up listing in cuobjdump's format: one loop of four instructions (the branch back
     included), a forward branch that is no loop, and an instruction after."""

@@ -43,7 +43,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from measure import median_ms  # noqa: E402
-from spike_mosaic import ROWS, kernels, parse_config  # noqa: E402
+from spike_mosaic import ROWS, forward_module, kernels, parse_config  # noqa: E402
 
 PHASES = ("prologue", "q_wait", "first_key", "loop", "epilogue", "store_wait")
 WRAP = 2**32  # %clock and the global timer's low word are 32-bit
@@ -426,7 +426,6 @@ def main(argv=None):
         return
     import jax
 
-    from kvax._src.attention import mosaic_fwd
     from kvax._src.attention.variant import MaskVariant
     from kvax.ops import create_attention_mask
     from kvax.utils import default_params
@@ -443,6 +442,7 @@ def main(argv=None):
         q, k, v, pos, seg = inputs
         (mask,) = create_attention_mask(pos, seg, pos, seg, fwd_params=params, is_causal=w.causal)
         for text in configs:
+            mosaic_fwd = forward_module(text)  # (a "~NAME" config's own copy)
             plain_ms = median_ms(lambda: fns[text](q, k, v), args.repeats)
             buffer, grid, names = capture(lambda: kernels(w, [text], params)[1][text],
                                           (q, k, v), args.space, args.out, mosaic_fwd, "forward")

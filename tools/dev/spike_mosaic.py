@@ -10,7 +10,10 @@ BQxBKVxSTAGES, with trailing letters (FLAGS): "t" for the tiles' layout by TMA, 
 tile's softmax overlapped with the previous tile's PV, "p" persistent, "r" the rank rule forced,
 "n" the rule on positions and ids (else the rank rule wherever the config's schedule fits); "/P"
 packs up to P query heads of a kv group per program (MosaicConfig.pack, as many as the
-workload's group allows; 1 without it); a suffix "@C" soft-caps that kernel at C.
+workload's group allows; 1 without it); a suffix "~NAME" takes the kernel from
+`mosaic_fwd_ab_NAME.py`, a copy of mosaic_fwd.py placed beside it (ignored by git; e.g. the
+file at an earlier commit, so that a change is timed before and after in one process); a suffix
+"@C" soft-caps that kernel at C (after "~NAME" where both are given).
 --rounds N times every kernel N times in turn, every other round in reverse order (the machine's
 spread shows, and a drift within a round cancels), --rows picks
 workloads, --logits-soft-cap C caps every kernel without its own "@", --fa3 times
@@ -66,11 +69,22 @@ FLAGS = {"t": "layout_by_tma", "o": "overlap", "p": "persistent", "r": "rank_rul
 FALSE_FLAGS = {"n": "rank_rule"}
 
 
+def forward_module(text: str):
+    """The module a config's kernel comes from: mosaic_fwd, or with "~NAME" the copy
+    mosaic_fwd_ab_NAME.py beside it (its own MosaicConfig, schedule and forward)."""
+    import importlib
+
+    name = text.split("@")[0].partition("~")[2]
+    return importlib.import_module("kvax._src.attention.mosaic_fwd" +
+                                   (f"_ab_{name}" if name else ""))
+
+
 def parse_config(text: str, group: int = 1):
     """The config a text names, its pack clamped to what a kv group of `group` heads takes."""
-    from kvax._src.attention.mosaic_fwd import MosaicConfig, pack_heads
+    module = forward_module(text)
+    MosaicConfig, pack_heads = module.MosaicConfig, module.pack_heads
 
-    text = text.split("@")[0]
+    text = text.split("@")[0].split("~")[0]
     bq, bkv, stages, flags, pack = re.fullmatch(r"(\d+)x(\d+)x(\d+)([a-zA-Z]*)(?:/(\d+))?",
                                                 text).groups()
     unknown = sorted(set(flags) - set(FLAGS) - set(FALSE_FLAGS))
@@ -100,7 +114,7 @@ def kernels(w: Workload, configs, params, cap=None):
     import jax
     import jax.numpy as jnp
 
-    from kvax._src.attention import mosaic_fwd, triton_fwd
+    from kvax._src.attention import triton_fwd
     from kvax._src.config import PADDING_SEGMENT_ID
 
     q, k, v, pos, seg, mask, variant = _prepare(w, params)
@@ -110,15 +124,16 @@ def kernels(w: Workload, configs, params, cap=None):
         logits_soft_cap=cap))}
     for text in configs:
         cfg = parse_config(text, w.num_heads // w.num_kv_heads)
+        mosaic_fwd = forward_module(text)
         # the config's own tables and layouts, built before the call as the mask's are (with
         # the rank rule's layouts unless the config says rank_rule=False)
         built = dataclasses.replace(cfg, rank_rule=cfg.rank_rule is not False)
         own = dataclasses.replace(mask, schedule=mosaic_fwd.schedule(
             mask, pos, seg, pos, seg, pad_id=PADDING_SEGMENT_ID, config=built))
-        fns[text] = jax.jit(lambda q, k, v, cfg=cfg, c=config_cap(text, cap), m=own:
-                            mosaic_fwd.forward(q, k, v, scale, pos, seg, pos, seg, m,
-                                               variant=variant, pad_id=PADDING_SEGMENT_ID,
-                                               config=cfg, logits_soft_cap=c))
+        fns[text] = jax.jit(lambda q, k, v, cfg=cfg, c=config_cap(text, cap), m=own,
+                            fwd=mosaic_fwd.forward:
+                            fwd(q, k, v, scale, pos, seg, pos, seg, m, variant=variant,
+                                pad_id=PADDING_SEGMENT_ID, config=cfg, logits_soft_cap=c))
     return (q, k, v, pos, seg), fns
 
 
