@@ -156,7 +156,8 @@ def test_profile_timeline_reads_only_each_blocks_own_stamps(capsys):
 
 def test_profile_timeline_splits_persistent_programs_into_phases(capsys):
     """The persistent forward: two workers (blocks) take 4 row blocks x 2 heads in rounds. Each
-    program's stamps are made up from its item: gap 50 cycles, prologue 60 (q_wait 20,
+    program's stamps are made up from its item: gap 50 cycles (a range "ahead" of 12 in it),
+    prologue 60 (q_wait 20,
     first_key 10, store_read 5 and meet 8 in it), loop 100 + 1000 a full step + 1500 a masked
     one, epilogue 200. The summary must find each phase again and fit the loop exactly."""
     import jax.numpy as jnp
@@ -165,7 +166,8 @@ def test_profile_timeline_splits_persistent_programs_into_phases(capsys):
     from kvax._src.attention import mosaic_fwd
 
     names = {"Init": 0, "prologue": 1, "first_key": 2, "loop": 3, "epilogue": 4,
-             "store_wait": 5, "producer": 6, "q_wait": 7, "store_read": 8, "meet": 9}
+             "store_wait": 5, "producer": 6, "q_wait": 7, "store_read": 8, "meet": 9,
+             "ahead": 10}
     # [first8, own_start, own_end, k08, steps, f_lo, f_hi]: 1-4 steps, 0-3 of them full
     items = np.array([[[0, 0, 128, 0, 1, 0, 0], [16, 128, 256, 0, 2, 0, 1],
                        [32, 256, 384, 0, 3, 1, 2], [48, 384, 512, 0, 4, 0, 3]]], np.int32)
@@ -181,6 +183,7 @@ def test_profile_timeline_splits_persistent_programs_into_phases(capsys):
             ranges = []
             for batch, item in taken[worker] if wg < 2 else []:
                 steps, full = items[batch, item, 4], items[batch, item, 6] - items[batch, item, 5]
+                ranges.append((10, c + 20, c + 32, []))
                 c += 50
                 ranges.append((1, c, c + 60, [(7, c + 5, c + 25), (2, c + 30, c + 40),
                                               (8, c + 42, c + 47), (9, c + 50, c + 58)]))
@@ -197,15 +200,15 @@ def test_profile_timeline_splits_persistent_programs_into_phases(capsys):
     assert len(records) == 2 * 2 * 4  # every program, both consumers
     profile_timeline.summarize_persistent(records, items[0], "made up")
     out = capsys.readouterr().out
-    means = {line.split()[0]: float(line.split()[2]) for line in out.splitlines()[1:9]}
+    means = {line.split()[0]: float(line.split()[2]) for line in out.splitlines()[1:10]}
     later = [items[0, item] for _, _, index, (_, item), _ in records if index > 0]
     loop = np.mean([100 + 1000 * (i[6] - i[5]) + 1500 * (i[4] - i[6] + i[5]) for i in later])
-    assert means == {"gap": 50, "prologue": 17, "q_wait": 20, "first_key": 10, "store_read": 5,
+    assert means == {"gap": 38, "ahead": 12, "prologue": 17, "q_wait": 20, "first_key": 10, "store_read": 5,
                      "meet": 8, "loop": pytest.approx(loop, abs=0.5), "epilogue": 200}
     assert "loop fit: 100 cycles + 1000 a full step + 1500 a masked step" in out
     gap_line = out.splitlines()[1]
-    assert "consumer 0 p50     50 p90     50  consumer 1 p50     50 p90     50" in gap_line
-    assert ("from each consumer's program 3 on (4): gap 50, prologue 17, epilogue 200, outside "
+    assert "consumer 0 p50     38 p90     38  consumer 1 p50     38 p90     38" in gap_line
+    assert ("from each consumer's program 3 on (4): gap 38, prologue 17, epilogue 200, outside "
             "the loop 310 cycles") in out
 
 
