@@ -463,8 +463,10 @@ def main(argv=None):
                      "heads": w.num_heads, "names": np.array(sorted(names, key=names.get))}
             if cfg.persistent:  # batch 1: the work list's codes are the row's items
                 saved["work"] = np.asarray(mosaic_fwd.persistent_work(all_items)).reshape(-1)
-            np.savez_compressed(os.path.join(args.out, f"row{r}-{text}.npz"), **saved)
-            summarize_saved(os.path.join(args.out, f"row{r}-{text}.npz"), args.space)
+            # (a "~NAME" config's "~" is not a character the device tool brings back)
+            path = os.path.join(args.out, f"row{r}-{text.replace('~', '-ab-')}.npz")
+            np.savez_compressed(path, **saved)
+            summarize_saved(path, args.space)
 
 
 if __name__ == "__main__":
