@@ -200,10 +200,10 @@ def test_profile_timeline_splits_persistent_programs_into_phases(capsys):
     assert len(records) == 2 * 2 * 4  # every program, both consumers
     profile_timeline.summarize_persistent(records, items[0], "made up")
     out = capsys.readouterr().out
-    means = {line.split()[0]: float(line.split()[2]) for line in out.splitlines()[1:10]}
+    means = {line.split()[0]: float(line.split()[2]) for line in out.splitlines()[1:11]}
     later = [items[0, item] for _, _, index, (_, item), _ in records if index > 0]
     loop = np.mean([100 + 1000 * (i[6] - i[5]) + 1500 * (i[4] - i[6] + i[5]) for i in later])
-    assert means == {"gap": 38, "ahead": 12, "prologue": 17, "q_wait": 20, "first_key": 10, "store_read": 5,
+    assert means == {"gap": 38, "ahead": 12, "landed": 0, "prologue": 17, "q_wait": 20, "first_key": 10, "store_read": 5,
                      "meet": 8, "loop": pytest.approx(loop, abs=0.5), "epilogue": 200}
     assert "loop fit: 100 cycles + 1000 a full step + 1500 a masked step" in out
     gap_line = out.splitlines()[1]

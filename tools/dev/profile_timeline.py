@@ -304,8 +304,9 @@ def persistent_records(buffer, names, space: int, taken):
 # and the consumers' rendezvous
 PROLOGUE_PARTS = ("q_wait", "first_key", "store_read", "meet")
 # the ranges between two programs a trial may name, each apart from the rest of the gap (none in
-# today's kernel; "ahead": the loads for later rounds, docs/bench/h200-2026-11-28-prologue)
-GAP_PARTS = ("ahead",)
+# today's kernel; "ahead": the loads for later rounds, "landed": the wait for them after a
+# program, docs/bench/h200-2026-11-28-prologue)
+GAP_PARTS = ("ahead", "landed")
 PERSISTENT_PHASES = ("gap",) + GAP_PARTS + ("prologue",) + PROLOGUE_PARTS + ("loop", "epilogue")
 
 
