@@ -45,7 +45,6 @@ def test_mosaic_forward_spike_takes_a_named_copys_kernel(monkeypatch, capsys):
     import types
 
     import spike_mosaic
-
     from kvax._src.attention import mosaic_fwd
 
     configs = []
@@ -203,8 +202,9 @@ def test_profile_timeline_splits_persistent_programs_into_phases(capsys):
     means = {line.split()[0]: float(line.split()[2]) for line in out.splitlines()[1:11]}
     later = [items[0, item] for _, _, index, (_, item), _ in records if index > 0]
     loop = np.mean([100 + 1000 * (i[6] - i[5]) + 1500 * (i[4] - i[6] + i[5]) for i in later])
-    assert means == {"gap": 38, "ahead": 12, "landed": 0, "prologue": 17, "q_wait": 20, "first_key": 10, "store_read": 5,
-                     "meet": 8, "loop": pytest.approx(loop, abs=0.5), "epilogue": 200}
+    assert means == {"gap": 38, "ahead": 12, "landed": 0, "prologue": 17, "q_wait": 20,
+                     "first_key": 10, "store_read": 5, "meet": 8,
+                     "loop": pytest.approx(loop, abs=0.5), "epilogue": 200}
     assert "loop fit: 100 cycles + 1000 a full step + 1500 a masked step" in out
     gap_line = out.splitlines()[1]
     assert "consumer 0 p50     38 p90     38  consumer 1 p50     38 p90     38" in gap_line

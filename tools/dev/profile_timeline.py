@@ -258,7 +258,8 @@ def persistent_records(buffer, names, space: int, taken):
     index in the block, (batch, item), {phase: cycles}), the phases being "gap" (from the
     previous program's epilogue, or Init, to this prologue: reading the work list and the
     table; its GAP_PARTS apart), each of those parts, "prologue" (its PROLOGUE_PARTS apart),
-    each of those parts, "loop" and "epilogue". Only programs whose three ranges fit the profiler's space are recorded."""
+    each of those parts, "loop" and "epilogue". Only programs whose three ranges fit the
+    profiler's space are recorded."""
     entries = buffer.reshape(-1, 3, space * 4).astype(np.int64)
     unname = {v: k for k, v in names.items()}
     records = []
