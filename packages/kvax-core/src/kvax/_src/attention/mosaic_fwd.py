@@ -45,7 +45,9 @@ it is 3% faster on log-normal documents, 10% on short ones, 1.5% on 8 documents 
 causal document (docs/bench/h100-2026-11-25-persistent). The consumers load each program's work
 code and table entries one to three rounds before it runs, the logits' factor once, and the
 rows' layout before the prologue's waits: a program's cycles outside its loop fell from about
-2850 to 2250 on short documents (docs/bench/h200-2026-11-28-prefetch).
+2850 to 2250 on short documents (docs/bench/h200-2026-11-28-prefetch). ptxas still copies each
+loaded value into the round loop's carried registers right after its load, and the copy waits
+for it (about 400 cycles a program: docs/bench/h200-2026-11-28-prologue).
 
 `MosaicConfig.pack` > 1 (FA3's PackGQA) puts that many query heads of one kv group in a program:
 each consumer's 64 rows are 64 / pack tokens of each head (Q and O by one TMA copy per head, the
