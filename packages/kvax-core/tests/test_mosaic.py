@@ -1340,6 +1340,27 @@ def test_document_chunks_bitwise_and_padding_exact():
 
 @pytest.mark.gpu
 @hopper
+@pytest.mark.parametrize("workers", [1, 5, 13])
+def test_persistent_workers_each_run_many_programs(monkeypatch, workers):
+    """With 132 SMs the other tests here give each persistent worker one program at most. With
+    the SMs capped each worker runs many in turn: the key/value ring, the two Q buffers, the
+    table entries loaded rounds ahead and the every-other-round order go on across programs,
+    and the last round leaves some workers without one. Against the reference on row-aligned
+    tiles (soft cap and sinks) and on document chunks (their partial stores leave from the
+    round's Q buffer), then bitwise reruns with exact zeros on the padding."""
+    monkeypatch.setattr(mosaic_fwd, "device_sms", lambda: workers)
+    (mask,) = create_attention_mask(*_batch(CASES[0], 1).layout.arrays, fwd_params=FWD)
+    assert mosaic_fwd.choose_config(mask, 128, 2, True, 1000, batch=2, heads=4,
+                                    keys=1000).persistent  # 64 programs
+    _assert_matches(CASES[0], dict(logits_soft_cap=4.0, sinks=True))
+    seed = int(np.random.SeedSequence().entropy % 2**31)
+    report = _check(CHUNKED[2], {}, seed, batch=_chunked_batch(CHUNKED[2], seed))
+    assert report.ok, f"seed={seed}\n{report}"
+    _assert_bitwise_and_padding_exact(_chunked_batch(CHUNKED[0], 31))
+
+
+@pytest.mark.gpu
+@hopper
 @pytest.mark.parametrize("mixed", [False, True], ids=["chunked", "mixed"])
 def test_forward_schedule_from_the_mask_is_bitwise_the_built_one(mixed):
     """The forward reading the mask's schedule and the forward building its tables in the call
