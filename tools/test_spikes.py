@@ -41,7 +41,8 @@ def test_mosaic_forward_spike_lowers(capsys):
 
 def test_mosaic_forward_spike_takes_a_named_copys_kernel(monkeypatch, capsys):
     """A "~NAME" config's kernel comes from mosaic_fwd_ab_NAME (a copy of mosaic_fwd.py beside
-    it: a change timed before and after in one process), soft-capped after the name too."""
+    it: a change timed before and after in one process), soft-capped after the name too; --sms
+    sets the SM count it runs its persistent workers on."""
     import types
 
     import spike_mosaic
@@ -58,8 +59,10 @@ def test_mosaic_forward_spike_takes_a_named_copys_kernel(monkeypatch, capsys):
 
     copy.forward = forward
     monkeypatch.setitem(sys.modules, copy.__name__, copy)
-    spike_mosaic.main(["--lower-only", "--configs", "64x128x2p~t@30"])
+    monkeypatch.setattr(spike_mosaic, "SMS", None)
+    spike_mosaic.main(["--lower-only", "--sms", "5", "--configs", "64x128x2p~t@30"])
     assert [(c.persistent, cap) for c, cap in configs] == [(True, 30.0)]
+    assert copy.device_sms() == 5  # --sms: each persistent worker takes many programs
     assert capsys.readouterr().out.splitlines() == ["64x128x2p~t@30: lowered, mosaic_gpu calls 1"]
 
 

@@ -17,7 +17,8 @@ file at an earlier commit, so that a change is timed before and after in one pro
 --rounds N times every kernel N times in turn, every other round in reverse order (the machine's
 spread shows, and a drift within a round cancels), --rows picks
 workloads, --logits-soft-cap C caps every kernel without its own "@", --fa3 times
-FlashAttention-3 in the same rounds.
+FlashAttention-3 in the same rounds, --sms N runs only the small check, the persistent kernels
+on N SMs (each worker then takes many programs in turn).
 """
 
 from __future__ import annotations
@@ -69,14 +70,20 @@ FLAGS = {"t": "layout_by_tma", "o": "overlap", "p": "persistent", "r": "rank_rul
 FALSE_FLAGS = {"n": "rank_rule"}
 
 
+SMS = None  # --sms: the SM count the persistent kernels take (else the GPU's)
+
+
 def forward_module(text: str):
     """The module a config's kernel comes from: mosaic_fwd, or with "~NAME" the copy
     mosaic_fwd_ab_NAME.py beside it (its own MosaicConfig, schedule and forward)."""
     import importlib
 
     name = text.split("@")[0].partition("~")[2]
-    return importlib.import_module("kvax._src.attention.mosaic_fwd" +
-                                   (f"_ab_{name}" if name else ""))
+    module = importlib.import_module("kvax._src.attention.mosaic_fwd" +
+                                     (f"_ab_{name}" if name else ""))
+    if SMS is not None:
+        module.device_sms = lambda: SMS
+    return module
 
 
 def parse_config(text: str, group: int = 1):
@@ -266,7 +273,11 @@ def main(argv=None):
                    help="no small check first (only for kernels that passed it already)")
     p.add_argument("--lower-only", action="store_true",
                    help="lower the Mosaic kernels for CUDA and stop (works without a GPU)")
+    p.add_argument("--sms", type=int, default=None,
+                   help="the small check only, the persistent kernels on this many SMs")
     args = p.parse_args(argv)
+    global SMS
+    SMS = args.sms
     configs = args.configs.split(",")
     if args.lower_only:
         return lower_only(configs, args.logits_soft_cap)
@@ -280,6 +291,8 @@ def main(argv=None):
     if not args.skip_check:
         print("check (small, NaN in padding):", flush=True)
         print("check", "passed" if check_small(configs, params, cap) else "FAILED", flush=True)
+    if args.sms is not None:
+        return
     rows = list(ROWS)
     if args.quick:
         rows = rows[:1]
