@@ -5,6 +5,10 @@
 #   program, so that the carried registers' copies wait there, once the loads have landed;
 # "~tma" (tma.patch): the work codes and table rows (padded to 8 entries) copied by TMA into each
 #   consumer's shared-memory slots rounds ahead, on barriers: no register holds them until read.
+# Make the copies on the development machine, then carry them with .whl:
+#   A=packages/kvax-core/src/kvax/_src/attention P=docs/bench/h200-2026-11-28-prologue
+#   cp $A/mosaic_fwd.py $A/mosaic_fwd_ab_mov.py && patch $A/mosaic_fwd_ab_mov.py $P/landed.patch
+#   cp $A/mosaic_fwd.py $A/mosaic_fwd_ab_tma.py && patch $A/mosaic_fwd_ab_tma.py $P/tma.patch
 # Both lower on CPU for every check workload, with 5 SMs too. First the small check on 5 SMs
 # (each worker then runs many programs; HEAD beside them), then the check and rounds at full
 # size with the PTX dumped, then the timeline of both.
