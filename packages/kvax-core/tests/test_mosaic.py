@@ -1367,6 +1367,51 @@ def test_persistent_forward_interpreted_on_cpu_matches_reference(monkeypatch, wo
     assert report.ok, f"seed={seed}\n{report}"
 
 
+@pytest.mark.parametrize("deterministic,is_causal,cap", [(True, True, None), (False, False, 4.0)],
+                         ids=["fixed-causal", "float-bidirectional-capped"])
+def test_backward_interpreted_on_cpu_matches_reference(deterministic, is_causal, cap):
+    """The Mosaic backward kernel itself (after the Mosaic forward with its zeroed Q copy), run
+    on CPU by jax's GPU interpret mode, against the float64 reference: output and gradients
+    within twice the error of plain bfloat16 math, with NaN in the padding. dQ in fixed point
+    (the default) and in float32; causal, and bidirectional with a soft cap. The kernels run
+    eagerly: inside an outer jit the interpreter's warpgroup threads sometimes deadlocked on
+    a 2-core machine."""
+    import mosaic_interpret
+
+    seed = int(np.random.SeedSequence().entropy % 2**31)
+    batch = packed_batch(seed, batch=1, kv_len=300, num_heads=2, num_kv_heads=1, head_dim=128,
+                         dtype="bfloat16", poison_padding=True, num_docs=(2, 4),
+                         segment_ids="shuffled", pad_tokens=(20, 60))
+    layout = [jnp.asarray(a) for a in batch.layout.arrays]
+    variant = MaskVariant(is_causal=is_causal)
+    fwd_mask, _, dkdv_mask = build_masks(*layout, fwd_params=FWD, bwd_params=BWD128,
+                                         skip_pad_tokens=True, variant=variant)
+    kwargs = {"variant": variant, "pad_id": PADDING_SEGMENT_ID, "logits_soft_cap": cap}
+
+    @jax.custom_vjp
+    def attention(q, k, v):
+        return mosaic_fwd.forward(q, k, v, 0.1, *layout, fwd_mask, **kwargs)[0]
+
+    def forward(q, k, v):
+        out, lse, zeroed_q = mosaic_fwd.forward(q, k, v, 0.1, *layout, fwd_mask,
+                                                store_query=True, **kwargs)
+        return out, (zeroed_q, k, v, out, lse)
+
+    def backward(residuals, dout):
+        zeroed_q, k, v, out, lse = residuals
+        delta = jnp.einsum("btnh,btnh->bnt", dout.astype(jnp.float32), out.astype(jnp.float32))
+        return mosaic_bwd.backward(zeroed_q, k, v, jnp.float32(0.1), *layout, lse, delta, dout,
+                                   dkdv_mask, query_padding_zeroed=True,
+                                   deterministic=deterministic, **kwargs)
+
+    attention.defvjp(forward, backward)
+    with mosaic_interpret.interpreted():
+        report = check_attention(lambda q, k, v, *_: attention(q, k, v), batch, scale=0.1,
+                                 seed=seed, mask_terms=mask_terms(is_causal=is_causal),
+                                 logits_fn=None if cap is None else soft_cap(cap))
+    assert report.ok, f"seed={seed}\n{report}"
+
+
 @pytest.mark.gpu
 @hopper
 @pytest.mark.parametrize("workers", [1, 5, 13])
