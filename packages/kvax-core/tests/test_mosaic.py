@@ -1338,13 +1338,17 @@ def test_document_chunks_bitwise_and_padding_exact():
     _assert_bitwise_and_padding_exact(_chunked_batch(CHUNKED[0], 12))
 
 
-@pytest.mark.parametrize("workers,ids", [(132, "sequential"), (3, "shuffled")])
-def test_persistent_forward_interpreted_on_cpu_matches_reference(monkeypatch, workers, ids):
+@pytest.mark.parametrize("workers,ids,schedule", [(132, "sequential", False),
+                                                  (3, "shuffled", False), (5, "shuffled", True)])
+def test_persistent_forward_interpreted_on_cpu_matches_reference(monkeypatch, workers, ids,
+                                                                 schedule):
     """The persistent Mosaic forward kernel itself, run on CPU by jax's GPU interpret mode
     (mosaic_interpret.py), against the float64 reference: within twice the error of plain
-    bfloat16 math, exactly 0 (and a logsumexp of -inf) on padding rows holding NaN. With 3 SMs
-    each worker runs several programs in turn: the key/value ring, the Q buffers and the loads
-    ahead go on across them, which no GPU test did before."""
+    bfloat16 math, exactly 0 (and a logsumexp of -inf) on padding rows holding NaN. With 3 or
+    5 SMs each worker runs several programs in turn: the key/value ring, the Q buffers and the
+    loads ahead go on across them. With schedule, the mask brings its tables and rank layouts
+    as create_attention_mask's does on a Hopper GPU, so the masked steps take the rule on key
+    ranks (the default there)."""
     import mosaic_interpret
 
     monkeypatch.setattr(mosaic_fwd, "device_sms", lambda: workers)
@@ -1352,7 +1356,10 @@ def test_persistent_forward_interpreted_on_cpu_matches_reference(monkeypatch, wo
     batch = packed_batch(seed, batch=1, kv_len=700, num_heads=2, num_kv_heads=1, head_dim=128,
                          dtype="bfloat16", poison_padding=True, num_docs=(2, 4),
                          segment_ids=ids, pad_tokens=(20, 60))
-    (mask,) = create_attention_mask(*batch.layout.arrays, fwd_params=FWD)
+    (mask,) = build_masks(*(jnp.asarray(a) for a in batch.layout.arrays), fwd_params=FWD,
+                          bwd_params=None, skip_pad_tokens=True, schedule=schedule)
+    assert (mask.schedule is not None) is schedule
+    assert not schedule or mask.schedule.rank_rule  # the rule on key ranks
     config = mosaic_fwd.choose_config(mask, 128)
     assert config.persistent
 
