@@ -1374,15 +1374,18 @@ def test_persistent_forward_interpreted_on_cpu_matches_reference(monkeypatch, wo
     assert report.ok, f"seed={seed}\n{report}"
 
 
-@pytest.mark.parametrize("deterministic,is_causal,cap", [(True, True, None), (False, False, 4.0)],
-                         ids=["fixed-causal", "float-bidirectional-capped"])
-def test_backward_interpreted_on_cpu_matches_reference(deterministic, is_causal, cap):
+@pytest.mark.parametrize("deterministic,is_causal,cap,ranks", [
+    (True, True, None, False), (False, False, 4.0, False), (True, True, None, True)],
+    ids=["fixed-causal", "float-bidirectional-capped", "fixed-causal-ranks"])
+def test_backward_interpreted_on_cpu_matches_reference(deterministic, is_causal, cap, ranks):
     """The Mosaic backward kernel itself (after the Mosaic forward with its zeroed Q copy), run
     on CPU by jax's GPU interpret mode, against the float64 reference: output and gradients
     within twice the error of plain bfloat16 math, with NaN in the padding. dQ in fixed point
-    (the default) and in float32; causal, and bidirectional with a soft cap. The kernels run
-    eagerly: inside an outer jit the interpreter's warpgroup threads sometimes deadlocked on
-    a 2-core machine."""
+    (the default) and in float32; causal, and bidirectional with a soft cap; with ranks, both
+    kernels' masked steps on key ranks (BackwardConfig.rank_rule, with the layouts the forward
+    mask's schedule brings, as the Mosaic backend passes them). The kernels run eagerly:
+    inside an outer jit the interpreter's warpgroup threads sometimes deadlocked on a 2-core
+    machine."""
     import mosaic_interpret
 
     seed = int(np.random.SeedSequence().entropy % 2**31)
@@ -1392,8 +1395,13 @@ def test_backward_interpreted_on_cpu_matches_reference(deterministic, is_causal,
     layout = [jnp.asarray(a) for a in batch.layout.arrays]
     variant = MaskVariant(is_causal=is_causal)
     fwd_mask, _, dkdv_mask = build_masks(*layout, fwd_params=FWD, bwd_params=BWD128,
-                                         skip_pad_tokens=True, variant=variant)
+                                         skip_pad_tokens=True, variant=variant, schedule=ranks)
     kwargs = {"variant": variant, "pad_id": PADDING_SEGMENT_ID, "logits_soft_cap": cap}
+    rank_kwargs = {}
+    if ranks:
+        assert fwd_mask.schedule.rank_rule
+        rank_kwargs = {"config": mosaic_bwd.BackwardConfig(rank_rule=True),
+                       "ranks": tuple(x[:, 0] for x in fwd_mask.schedule.layouts[:2])}
 
     @jax.custom_vjp
     def attention(q, k, v):
@@ -1409,7 +1417,7 @@ def test_backward_interpreted_on_cpu_matches_reference(deterministic, is_causal,
         delta = jnp.einsum("btnh,btnh->bnt", dout.astype(jnp.float32), out.astype(jnp.float32))
         return mosaic_bwd.backward(zeroed_q, k, v, jnp.float32(0.1), *layout, lse, delta, dout,
                                    dkdv_mask, query_padding_zeroed=True,
-                                   deterministic=deterministic, **kwargs)
+                                   deterministic=deterministic, **kwargs, **rank_kwargs)
 
     attention.defvjp(forward, backward)
     with mosaic_interpret.interpreted():
