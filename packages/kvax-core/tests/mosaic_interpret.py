@@ -186,7 +186,8 @@ def _deallocate(self):
 
 @contextlib.contextmanager
 def interpreted():
-    """Pallas Mosaic GPU kernels traced inside run in GPU interpret mode, on CPU."""
+    """Pallas Mosaic GPU kernels traced inside run in GPU interpret mode, on the CPU device
+    (also where a GPU is the default one)."""
     patches = [(pl, "run_state", _run_state),
                (plgpu, "copy_smem_to_gmem", _predicated_copy(plgpu.copy_smem_to_gmem)),
                (gpu_callbacks, "wgmma", _wgmma(gpu_callbacks.wgmma)),
@@ -198,7 +199,8 @@ def interpreted():
     try:
         for owner, name, value in patches:
             setattr(owner, name, value)
-        with plgpu.force_gpu_interpret_mode(plgpu.InterpretGPUParams()):
+        with (jax.default_device(jax.devices("cpu")[0]),
+              plgpu.force_gpu_interpret_mode(plgpu.InterpretGPUParams())):
             yield
     finally:
         for owner, name, value in saved:
