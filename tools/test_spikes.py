@@ -66,6 +66,23 @@ def test_mosaic_forward_spike_takes_a_named_copys_kernel(monkeypatch, capsys):
     assert capsys.readouterr().out.splitlines() == ["64x128x2p~t@30: lowered, mosaic_gpu calls 1"]
 
 
+def test_mosaic_forward_spike_checks_a_config_interpreted_on_cpu(monkeypatch, capsys):
+    """--interpret: the small check (two of its workloads) on CPU under jax's GPU interpret
+    mode, the persistent kernel on 3 SMs, against the float64 reference."""
+    import spike_mosaic
+    from kvax._src.attention import mosaic_fwd
+
+    monkeypatch.setattr(spike_mosaic, "SMS", None)
+    monkeypatch.setattr(spike_mosaic, "INTERPRET", False)
+    monkeypatch.setattr(mosaic_fwd, "device_sms", mosaic_fwd.device_sms)  # --sms replaces it
+    spike_mosaic.main(["--interpret", "--sms", "3", "--configs", "64x128x2p"])
+    assert mosaic_fwd.device_sms() == 3
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "interpreted on CPU (small check, 2 workloads):"
+    assert len([line for line in lines if line.endswith(" ok")]) == 2, lines
+    assert lines[-1] == "check passed"
+
+
 def test_sass_loops_counts_a_backward_branchs_span(tmp_path, capsys):
     """A made-up listing in cuobjdump's format: one loop of four instructions (the branch back
     included), a forward branch that is no loop, and an instruction after."""

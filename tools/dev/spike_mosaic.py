@@ -18,7 +18,10 @@ file at an earlier commit, so that a change is timed before and after in one pro
 spread shows, and a drift within a round cancels), --rows picks
 workloads, --logits-soft-cap C caps every kernel without its own "@", --fa3 times
 FlashAttention-3 in the same rounds, --sms N runs only the small check, the persistent kernels
-on N SMs (each worker then takes many programs in turn).
+on N SMs (each worker then takes many programs in turn). --interpret runs only the small check's
+first and third workloads, on CPU under jax's GPU interpret mode
+(packages/kvax-core/tests/mosaic_interpret.py; no GPU needed, about 20 s a config): a
+trial's logic checked before device time is spent on it.
 """
 
 from __future__ import annotations
@@ -71,6 +74,7 @@ FALSE_FLAGS = {"n": "rank_rule"}
 
 
 SMS = None  # --sms: the SM count the persistent kernels take (else the GPU's)
+INTERPRET = False  # --interpret: the Mosaic kernels called eagerly (no Triton) for the interpreter
 
 
 def forward_module(text: str):
@@ -129,6 +133,10 @@ def kernels(w: Workload, configs, params, cap=None):
     fns = {"triton": jax.jit(lambda q, k, v: triton_fwd.forward(
         q, k, v, scale, pos, seg, pos, seg, mask, sequential=False, params=params,
         logits_soft_cap=cap))}
+    if INTERPRET:  # eagerly: under an outer jit the interpreter may hang on a 2-core machine
+        fns, jit = {}, lambda f: f
+    else:
+        jit = jax.jit
     for text in configs:
         cfg = parse_config(text, w.num_heads // w.num_kv_heads)
         mosaic_fwd = forward_module(text)
@@ -137,10 +145,10 @@ def kernels(w: Workload, configs, params, cap=None):
         built = dataclasses.replace(cfg, rank_rule=cfg.rank_rule is not False)
         own = dataclasses.replace(mask, schedule=mosaic_fwd.schedule(
             mask, pos, seg, pos, seg, pad_id=PADDING_SEGMENT_ID, config=built))
-        fns[text] = jax.jit(lambda q, k, v, cfg=cfg, c=config_cap(text, cap), m=own,
-                            fwd=mosaic_fwd.forward:
-                            fwd(q, k, v, scale, pos, seg, pos, seg, m, variant=variant,
-                                pad_id=PADDING_SEGMENT_ID, config=cfg, logits_soft_cap=c))
+        fns[text] = jit(lambda q, k, v, cfg=cfg, c=config_cap(text, cap), m=own,
+                        fwd=mosaic_fwd.forward:
+                        fwd(q, k, v, scale, pos, seg, pos, seg, m, variant=variant,
+                            pad_id=PADDING_SEGMENT_ID, config=cfg, logits_soft_cap=c))
     return (q, k, v, pos, seg), fns
 
 
@@ -159,7 +167,7 @@ def check_capped(configs, params, cap) -> bool:
     from kvax_testing.reference import mask_terms, reference_attention, soft_cap
 
     ok = True
-    for w in CHECK_WORKLOADS:
+    for w in CHECK_WORKLOADS[0:3:2] if INTERPRET else CHECK_WORKLOADS:
         (q, k, v, pos, seg), fns = kernels(w, configs, params, cap)
         pad = (seg == -1)[:, :, None, None]
         qn, kn, vn = (jnp.where(pad, jnp.nan, x) for x in (q, k, v))
@@ -259,6 +267,22 @@ def lower_only(configs, cap) -> None:
         print(f"{text}: lowered, mosaic_gpu calls {calls}", flush=True)
 
 
+def interpret_check(configs, cap) -> None:
+    """The small check on CPU under GPU interpret mode, with the Hopper defaults' blocks."""
+    from kvax.utils import default_params
+
+    tests = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "packages",
+                         "kvax-core", "tests")
+    sys.path.insert(0, tests)
+    import mosaic_interpret
+
+    params = default_params("NVIDIA H100 80GB HBM3", backward=False)
+    print("interpreted on CPU (small check, 2 workloads):", flush=True)
+    with mosaic_interpret.interpreted():
+        ok = check_small(configs, params, cap)
+    print("check", "passed" if ok else "FAILED", flush=True)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--configs", default="64x128x2,64x128x2t,64x64x3")
@@ -275,9 +299,12 @@ def main(argv=None):
                    help="lower the Mosaic kernels for CUDA and stop (works without a GPU)")
     p.add_argument("--sms", type=int, default=None,
                    help="the small check only, the persistent kernels on this many SMs")
+    p.add_argument("--interpret", action="store_true",
+                   help="the small check only (2 workloads), on CPU under jax's GPU interpret "
+                        "mode")
     args = p.parse_args(argv)
-    global SMS
-    SMS = args.sms
+    global SMS, INTERPRET
+    SMS, INTERPRET = args.sms, args.interpret
     configs = args.configs.split(",")
     if args.lower_only:
         return lower_only(configs, args.logits_soft_cap)
@@ -285,6 +312,8 @@ def main(argv=None):
 
     from kvax.utils import default_params
 
+    if args.interpret:
+        return interpret_check(configs, args.logits_soft_cap)
     params = default_params(jax.devices()[0].device_kind, backward=False)
     print("device", jax.devices()[0].device_kind, "jax", jax.__version__, flush=True)
     cap = args.logits_soft_cap
