@@ -1,5 +1,5 @@
 """First-call latency: seconds from our forward+backward call to its first result, in fresh
-processes, cold (empty kernel cache) and warm (a second process, same shapes).
+processes, cold (empty kernel caches, kvax's and Triton's) and warm (a second process, same shapes).
 
     python tools/first_call.py --seq-len 65536 --num-segments 8 [--jax-cache]
     python tools/first_call.py --doc-median 1100 --backend triton   # log-normal documents, Triton
@@ -123,7 +123,9 @@ def run(args) -> list[dict]:
     switches = ["--" + name.replace("_", "-") for name in SWITCHES if getattr(args, name)]
     step = "forward" if args.forward_only else "forward+backward"
     cache = tempfile.mkdtemp(prefix="kvax-cache-")
-    env = dict(os.environ, KVAX_CACHE_DIR=os.path.join(cache, "kvax"))
+    # Triton's own cache too: a cold process finds neither kvax's kernels nor Triton's
+    env = dict(os.environ, KVAX_CACHE_DIR=os.path.join(cache, "kvax"),
+               TRITON_CACHE_DIR=os.path.join(cache, "triton"))
     if args.jax_cache:
         env["JAX_COMPILATION_CACHE_DIR"] = os.path.join(cache, "jax")
         env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
