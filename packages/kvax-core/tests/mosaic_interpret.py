@@ -63,7 +63,7 @@ def _predicated_copy(copy):
     return copy_when
 
 
-_UNIONS = {}  # a RefUnion member's allocation key -> its first member's
+_UNIONS = {}  # a RefUnion member's allocation key -> its first member's (while interpreted)
 
 
 def _tag_ref_union(real):
@@ -205,3 +205,4 @@ def interpreted():
     finally:
         for owner, name, value in saved:
             setattr(owner, name, value)
+        _UNIONS.clear()  # allocation keys may be reused later
