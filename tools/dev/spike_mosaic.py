@@ -74,6 +74,7 @@ FALSE_FLAGS = {"n": "rank_rule"}
 
 
 SMS = None  # --sms: the SM count the persistent kernels take (else the GPU's)
+HOPPER = "NVIDIA H100 80GB HBM3"  # the device kind whose default blocks runs off a GPU take
 INTERPRET = False  # --interpret: the Mosaic kernels called eagerly (no Triton) for the interpreter
 
 
@@ -130,13 +131,12 @@ def kernels(w: Workload, configs, params, cap=None):
 
     q, k, v, pos, seg, mask, variant = _prepare(w, params)
     scale = jnp.float32(w.head_dim ** -0.5)
-    fns = {"triton": jax.jit(lambda q, k, v: triton_fwd.forward(
+    # interpreted: no Triton, and the kernels called eagerly (under an outer jit the interpreter
+    # may hang on a 2-core machine)
+    jit = (lambda f: f) if INTERPRET else jax.jit
+    fns = {} if INTERPRET else {"triton": jax.jit(lambda q, k, v: triton_fwd.forward(
         q, k, v, scale, pos, seg, pos, seg, mask, sequential=False, params=params,
         logits_soft_cap=cap))}
-    if INTERPRET:  # eagerly: under an outer jit the interpreter may hang on a 2-core machine
-        fns, jit = {}, lambda f: f
-    else:
-        jit = jax.jit
     for text in configs:
         cfg = parse_config(text, w.num_heads // w.num_kv_heads)
         mosaic_fwd = forward_module(text)
@@ -259,7 +259,7 @@ def lower_only(configs, cap) -> None:
     """Each configuration's kernel lowered for CUDA on the check's first workload (any machine)."""
     from kvax.utils import default_params
 
-    params = default_params("NVIDIA H100 80GB HBM3", backward=False)
+    params = default_params(HOPPER, backward=False)
     (q, k, v, _, _), fns = kernels(CHECK_WORKLOADS[0], configs, params, cap)
     for text in configs:
         hlo = fns[text].trace(q, k, v).lower(lowering_platforms=("cuda",)).as_text()
@@ -267,16 +267,13 @@ def lower_only(configs, cap) -> None:
         print(f"{text}: lowered, mosaic_gpu calls {calls}", flush=True)
 
 
-def interpret_check(configs, cap) -> None:
-    """The small check on CPU under GPU interpret mode, with the Hopper defaults' blocks."""
-    from kvax.utils import default_params
-
+def interpret_check(configs, params, cap) -> None:
+    """The small check on CPU under GPU interpret mode."""
     tests = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "packages",
                          "kvax-core", "tests")
     sys.path.insert(0, tests)
     import mosaic_interpret
 
-    params = default_params("NVIDIA H100 80GB HBM3", backward=False)
     print("interpreted on CPU (small check, 2 workloads):", flush=True)
     with mosaic_interpret.interpreted():
         ok = check_small(configs, params, cap)
@@ -313,7 +310,8 @@ def main(argv=None):
     from kvax.utils import default_params
 
     if args.interpret:
-        return interpret_check(configs, args.logits_soft_cap)
+        return interpret_check(configs, default_params(HOPPER, backward=False),
+                               args.logits_soft_cap)
     params = default_params(jax.devices()[0].device_kind, backward=False)
     print("device", jax.devices()[0].device_kind, "jax", jax.__version__, flush=True)
     cap = args.logits_soft_cap

@@ -20,7 +20,7 @@ import pytest
 from kvax._src.attention import api, backends, mosaic_bwd, mosaic_fwd
 from kvax._src.attention.mask import build_masks
 from kvax._src.attention.variant import MaskVariant
-from kvax._src.attention.vjp import Options
+from kvax._src.attention.vjp import Options, _attention
 from kvax._src.attention.vjp import attention as vjp_attention
 from kvax._src.config import PADDING_SEGMENT_ID, current_device_kind, is_hopper
 from kvax.ops import create_attention_mask, flash_attention
@@ -1338,6 +1338,14 @@ def test_document_chunks_bitwise_and_padding_exact():
     _assert_bitwise_and_padding_exact(_chunked_batch(CHUNKED[0], 12))
 
 
+def _interpreted_batch(seed: int, kv_len: int, ids: str):
+    """A small packed row for the kernels under the interpreter: 2-4 documents, 20-60 padding
+    tokens holding NaN, 2 query heads on one kv head, head dim 128, bfloat16."""
+    return packed_batch(seed, batch=1, kv_len=kv_len, num_heads=2, num_kv_heads=1, head_dim=128,
+                        dtype="bfloat16", poison_padding=True, num_docs=(2, 4), segment_ids=ids,
+                        pad_tokens=(20, 60))
+
+
 @pytest.mark.parametrize("workers,ids,schedule", [(132, "sequential", False),
                                                   (3, "shuffled", False), (5, "shuffled", True)])
 def test_persistent_forward_interpreted_on_cpu_matches_reference(monkeypatch, workers, ids,
@@ -1353,9 +1361,7 @@ def test_persistent_forward_interpreted_on_cpu_matches_reference(monkeypatch, wo
 
     monkeypatch.setattr(mosaic_fwd, "device_sms", lambda: workers)
     seed = int(np.random.SeedSequence().entropy % 2**31)
-    batch = packed_batch(seed, batch=1, kv_len=700, num_heads=2, num_kv_heads=1, head_dim=128,
-                         dtype="bfloat16", poison_padding=True, num_docs=(2, 4),
-                         segment_ids=ids, pad_tokens=(20, 60))
+    batch = _interpreted_batch(seed, 700, ids)
     (mask,) = build_masks(*(jnp.asarray(a) for a in batch.layout.arrays), fwd_params=FWD,
                           bwd_params=None, skip_pad_tokens=True, schedule=schedule)
     assert (mask.schedule is not None) is schedule
@@ -1377,52 +1383,38 @@ def test_persistent_forward_interpreted_on_cpu_matches_reference(monkeypatch, wo
 @pytest.mark.parametrize("deterministic,is_causal,cap,ranks", [
     (True, True, None, False), (False, False, 4.0, False), (True, True, None, True)],
     ids=["fixed-causal", "float-bidirectional-capped", "fixed-causal-ranks"])
-def test_backward_interpreted_on_cpu_matches_reference(deterministic, is_causal, cap, ranks):
-    """The Mosaic backward kernel itself (after the Mosaic forward with its zeroed Q copy), run
-    on CPU by jax's GPU interpret mode, against the float64 reference: output and gradients
-    within twice the error of plain bfloat16 math, with NaN in the padding. dQ in fixed point
-    (the default) and in float32; causal, and bidirectional with a soft cap; with ranks, both
+def test_backward_interpreted_on_cpu_matches_reference(monkeypatch, deterministic, is_causal,
+                                                       cap, ranks):
+    """The Mosaic backward kernel itself, after the Mosaic forward with its zeroed Q copy, both
+    through the API's custom_vjp (vjp._attention, the Mosaic backend) run on CPU by jax's GPU
+    interpret mode, against the float64 reference: output, logsumexp and gradients within
+    twice the error of plain bfloat16 math, with NaN in the padding. dQ in fixed point (the
+    default) and in float32; causal, and bidirectional with a soft cap; with ranks, both
     kernels' masked steps on key ranks (BackwardConfig.rank_rule, with the layouts the forward
-    mask's schedule brings, as the Mosaic backend passes them). The kernels run eagerly:
-    inside an outer jit the interpreter's warpgroup threads sometimes deadlocked on a 2-core
-    machine."""
+    mask's schedule brings). The custom_vjp is called eagerly, not through the jitted
+    vjp.attention: inside an outer jit the interpreter's warpgroup threads sometimes
+    deadlocked on a 2-core machine."""
     import mosaic_interpret
 
+    monkeypatch.setattr(mosaic_bwd, "chosen_config",
+                        lambda: mosaic_bwd.BackwardConfig(rank_rule=ranks))
     seed = int(np.random.SeedSequence().entropy % 2**31)
-    batch = packed_batch(seed, batch=1, kv_len=300, num_heads=2, num_kv_heads=1, head_dim=128,
-                         dtype="bfloat16", poison_padding=True, num_docs=(2, 4),
-                         segment_ids="shuffled", pad_tokens=(20, 60))
+    batch = _interpreted_batch(seed, 300, "shuffled")
     layout = [jnp.asarray(a) for a in batch.layout.arrays]
     variant = MaskVariant(is_causal=is_causal)
-    fwd_mask, _, dkdv_mask = build_masks(*layout, fwd_params=FWD, bwd_params=BWD128,
-                                         skip_pad_tokens=True, variant=variant, schedule=ranks)
-    kwargs = {"variant": variant, "pad_id": PADDING_SEGMENT_ID, "logits_soft_cap": cap}
-    rank_kwargs = {}
-    if ranks:
-        assert fwd_mask.schedule.rank_rule
-        rank_kwargs = {"config": mosaic_bwd.BackwardConfig(rank_rule=True),
-                       "ranks": tuple(x[:, 0] for x in fwd_mask.schedule.layouts[:2])}
+    masks = build_masks(*layout, fwd_params=FWD, bwd_params=BWD128, skip_pad_tokens=True,
+                        variant=variant, schedule=ranks)
+    assert not ranks or masks[0].schedule.rank_rule
+    opts = Options(sequential=False, backend="mosaic", fwd_params=FWD, bwd_params=BWD128,
+                   variant=variant, logits_soft_cap=cap, deterministic=deterministic)
 
-    @jax.custom_vjp
-    def attention(q, k, v):
-        return mosaic_fwd.forward(q, k, v, 0.1, *layout, fwd_mask, **kwargs)[0]
+    def attention(q, k, v, *layout):  # (output, logsumexp [B, T, N])
+        out, lse = _attention(opts, q, k, v, jnp.float32(0.1), None, *layout, masks)
+        return out, lse.transpose(0, 2, 1)
 
-    def forward(q, k, v):
-        out, lse, zeroed_q = mosaic_fwd.forward(q, k, v, 0.1, *layout, fwd_mask,
-                                                store_query=True, **kwargs)
-        return out, (zeroed_q, k, v, out, lse)
-
-    def backward(residuals, dout):
-        zeroed_q, k, v, out, lse = residuals
-        delta = jnp.einsum("btnh,btnh->bnt", dout.astype(jnp.float32), out.astype(jnp.float32))
-        return mosaic_bwd.backward(zeroed_q, k, v, jnp.float32(0.1), *layout, lse, delta, dout,
-                                   dkdv_mask, query_padding_zeroed=True,
-                                   deterministic=deterministic, **kwargs, **rank_kwargs)
-
-    attention.defvjp(forward, backward)
     with mosaic_interpret.interpreted():
-        report = check_attention(lambda q, k, v, *_: attention(q, k, v), batch, scale=0.1,
-                                 seed=seed, mask_terms=mask_terms(is_causal=is_causal),
+        report = check_attention(attention, batch, scale=0.1, seed=seed, residual=True,
+                                 mask_terms=mask_terms(is_causal=is_causal),
                                  logits_fn=None if cap is None else soft_cap(cap))
     assert report.ok, f"seed={seed}\n{report}"
 
