@@ -68,6 +68,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from kvax._src.attention import prewarm
 from kvax._src.attention.blockwise import LOG2E
 from kvax._src.attention.mask import AttentionMask
 from kvax._src.attention.mosaic_fwd import (block_bounds, for_tma, in_intervals, load_layout,
@@ -567,6 +568,7 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
     # backward's inputs exist
     zero_acc = lax.optimization_barrier((jnp.zeros((), acc_dtype), stats))[0]
     dq_acc = jax.new_ref(jnp.broadcast_to(zero_acc, (b, n, num_q_tiles, 2, *dq_share)))
+    prewarm.watch()  # compile the kernel as soon as the step's lowering has it
     dk, dv = plgpu.kernel(
         entry,  # refs: the inputs with dq_acc last (aliased in and out), then dk and dv
         out_type=(jax.ShapeDtypeStruct(k.shape, dtype), jax.ShapeDtypeStruct(k.shape, dtype)),
@@ -575,6 +577,7 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
         num_threads=3,
         thread_name="wg",
         compiler_params=plgpu.CompilerParams(approx_math=True),
+        kernel_name=prewarm.KERNEL_PREFIX + "backward",
     )(q, k, v, dout, stats, q_lay, k_lay, bounds, factors, order, dq_acc)
     dq = untile_dq(dq_acc[...], block_q)[:, :t]
     if deterministic:

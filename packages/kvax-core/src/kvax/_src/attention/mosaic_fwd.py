@@ -87,7 +87,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from kvax._src.attention import runs
+from kvax._src.attention import prewarm, runs
 from kvax._src.attention.blockwise import LOG2E, capped_reference
 from kvax._src.attention.mask import AttentionMask
 from kvax._src.attention.variant import MaskVariant
@@ -1153,6 +1153,7 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
             collective_axes="wg")
 
     per_split = (splits,) if splits > 1 else ()  # a leading axis for the splits' slots
+    prewarm.watch()  # compile the kernel as soon as the step's lowering has it
     results = plgpu.kernel(
         entry,
         out_type=(jax.ShapeDtypeStruct(per_split + q.shape, dtype),
@@ -1163,6 +1164,7 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
         num_threads=3,
         thread_name="wg",
         compiler_params=plgpu.CompilerParams(approx_math=True),
+        kernel_name=prewarm.KERNEL_PREFIX + "forward",
     )(q, k, v, q_lay, k_lay, k_pads, q_pads, items, factors, work)
     out, lse = results[0][..., :t, :, :], results[1]
     if splits > 1:

@@ -1,0 +1,157 @@
+"""The Mosaic kernels compiled while a step still lowers (kvax/_src/attention/prewarm.py).
+
+On any machine: lowering a step for CUDA (a pretended H100) records our two kernels' modules
+under their names, the program the thread compiles for one carries the step's custom-call
+attributes byte for byte (so jaxlib's kernel cache finds it), and the thread compiles each new
+module of ours once, in order, and nothing else, then stops. On a Hopper GPU: a cold step's
+kernels are those the thread compiled."""
+
+import re
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from kvax._src.attention import backends, prewarm
+from kvax._src.config import current_device_kind, is_hopper
+from kvax.ops import create_attention_mask, flash_attention
+from kvax.utils import FlashAttentionParamsConfig
+from kvax_testing import packed_batch
+
+FWD = FlashAttentionParamsConfig(query_block_size=128, kv_block_size=128)
+BWD = FlashAttentionParamsConfig(query_block_size=64, kv_block_size=128)
+
+
+def _configs(text: str) -> list[str]:
+    """Each Mosaic custom call's attributes (kernel hash, module, flags) in lowered text."""
+    return re.findall(r"custom_call @mosaic_gpu_v2\(.*?mhlo.backend_config = (\{.*?\}), "
+                      r"operand_layouts", text)
+
+
+def test_the_program_compiled_ahead_is_the_steps_custom_call(monkeypatch):
+    monkeypatch.setattr(backends, "_platform", lambda: "gpu")
+    monkeypatch.setattr("kvax._src.config.current_device_kind", lambda: "NVIDIA H100 80GB HBM3")
+    known = prewarm._known()
+    before = set(known)
+    batch = packed_batch(23, batch=1, kv_len=700, num_heads=4, num_kv_heads=2, head_dim=64,
+                         dtype="bfloat16")
+    layout = [jnp.asarray(a) for a in batch.layout.arrays]
+
+    def loss(x):
+        masks = create_attention_mask(*layout, fwd_params=FWD, bwd_params=BWD,
+                                      calc_bwd_mask=True)
+        out = flash_attention(x, x[:, :, :2], x[:, :, 2:], *layout, mask=masks, scale=0.125,
+                              fwd_params=FWD, bwd_params=BWD)
+        return jnp.sum(out.astype(jnp.float32))
+
+    jax.clear_caches()
+    step = jax.jit(jax.grad(loss)).trace(jnp.asarray(batch.query))
+    text = step.lower(lowering_platforms=("cuda",)).as_text(debug_info=False)
+    jax.clear_caches()
+    new = {key: module for key, module in known.items() if key not in before}
+    names = sorted(re.search(rb"kvax_mosaic_[a-z]+", module).group().decode()
+                   for module in new.values())
+    assert names == ["kvax_mosaic_backward", "kvax_mosaic_forward"]
+    assert all(prewarm.ours(module) for module in new.values())
+    step_configs = _configs(text)
+    assert len(step_configs) == 2
+    for key, module in new.items():
+        ahead = jax.jit(prewarm.program(key, module)).trace().lower(
+            lowering_platforms=("cuda",)).as_text(debug_info=False)
+        assert _configs(ahead)[0] in step_configs
+
+
+def test_the_thread_compiles_each_module_of_ours_once_then_stops(monkeypatch):
+    known = {b"old": b"...kvax_mosaic_forward..."}  # there before: not compiled
+    got, seen_all = [], threading.Event()
+
+    def compile_kernel(key, module):
+        got.append(key)
+        if len(got) == 3:
+            seen_all.set()
+        return True
+
+    monkeypatch.setattr(prewarm, "_known", lambda: known)
+    monkeypatch.setattr(prewarm, "compile_kernel", compile_kernel)
+    monkeypatch.setattr(prewarm, "IDLE_S", 1.0)
+    monkeypatch.setattr(prewarm, "POLL_S", 0.01)
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    prewarm.watch()
+    thread = prewarm._thread
+    assert thread is not None and thread.is_alive()
+    known[b"a"] = b"..kvax_mosaic_forward.."
+    known[b"user"] = b"..someone_elses_kernel.."
+    time.sleep(0.1)
+    prewarm.watch()  # a second traced kernel keeps the same thread
+    assert prewarm._thread is thread
+    known[b"b"] = b"..kvax_mosaic_backward.."
+    known[b"c"] = b"..kvax_mosaic_forward.."
+    assert seen_all.wait(10)
+    thread.join(10)
+    assert not thread.is_alive()  # idle for IDLE_S
+    assert got == [b"a", b"b", b"c"]
+
+
+def test_no_thread_off_a_gpu_when_turned_off_or_with_jaxs_persistent_cache(monkeypatch,
+                                                                           tmp_path):
+    started = []
+    monkeypatch.setattr(threading, "Thread", lambda *a, **k: started.append(k) or None)
+    monkeypatch.setattr(prewarm, "_thread", None)
+    monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
+    prewarm.watch()
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    assert prewarm.enabled()
+    monkeypatch.setenv("KVAX_PREWARM", "0")
+    prewarm.watch()
+    assert not prewarm.enabled()
+    monkeypatch.delenv("KVAX_PREWARM")
+    before = jax.config.jax_compilation_cache_dir
+    jax.config.update("jax_compilation_cache_dir", str(tmp_path))
+    try:
+        prewarm.watch()
+        assert not prewarm.enabled()
+    finally:
+        jax.config.update("jax_compilation_cache_dir", before)
+    assert prewarm.enabled() and started == []
+
+
+COLD_STEP = """
+import json, time, jax, jax.numpy as jnp
+from kvax._src.attention import prewarm
+from kvax.ops import create_attention_mask, flash_attention
+from kvax_testing import packed_batch
+from jax.experimental.mosaic.gpu import core
+batch = packed_batch(31, batch=1, kv_len=4000, num_heads=8, num_kv_heads=2, head_dim=128,
+                     dtype="bfloat16")
+layout = [jnp.asarray(a) for a in batch.layout.arrays]
+q, k, v = (jnp.asarray(x) for x in (batch.query, batch.key, batch.value))
+def loss(q, k, v):
+    masks = create_attention_mask(*layout, calc_bwd_mask=True)
+    out = flash_attention(q, k, v, *layout, mask=masks, scale=0.1)
+    return jnp.sum(out.astype(jnp.float32))
+jax.block_until_ready(jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(q, k, v))
+ours = {key for key, module in core.KNOWN_KERNELS.items() if prewarm.ours(module)}
+deadline = time.monotonic() + 60  # the thread records a kernel after its program compiles
+while set(prewarm.compiled) != ours and time.monotonic() < deadline:
+    time.sleep(0.1)
+print(json.dumps(dict(ours=len(ours), ahead=len(prewarm.compiled),
+                      same=set(prewarm.compiled) == ours)))
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(jax.default_backend() != "gpu" or not is_hopper(current_device_kind()),
+                    reason="needs a Hopper GPU (H100/H200)")
+def test_a_cold_steps_kernels_are_compiled_ahead():
+    """In a fresh process (jaxlib's kernel cache empty): the forward and backward the step
+    compiles are the two the thread compiled, and the step's results come back."""
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(COLD_STEP)],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = out.stdout.splitlines()[-1]
+    assert result == '{"ours": 2, "ahead": 2, "same": true}', result
