@@ -331,6 +331,27 @@ def test_mask_compile_times_a_part_in_a_fresh_process(capsys):
     assert "dkdv: lower" in capsys.readouterr().out
 
 
+def test_compile_profile_sums_a_cold_steps_ranges_by_phase(tmp_path, capsys):
+    """On CPU the step's XLA compile appears in its phase, longest ranges first, with each
+    range's start kept in the JSON."""
+    import json
+
+    import compile_profile
+
+    compile_profile.main(["--seq-len", "512", "--num-segments", "3", "--num-pad-tokens", "10",
+                          "--min-ms", "5", "--out", str(tmp_path)])
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("auto: masks apart 0.00 s, lower") and "compiled ahead: 0" in out[0]
+    with open(tmp_path / "compile_profile_auto.json") as f:
+        result = json.load(f)
+    xla = [g for g in result["summary"] if g["phase"] == "xla"]
+    assert "backend_compile_and_load" in [g["name"] for g in xla]
+    assert [g["total_ms"] for g in xla] == sorted((g["total_ms"] for g in xla), reverse=True)
+    phases = [g["phase"] for g in result["summary"]]
+    assert phases == sorted(phases, key=["inputs", "lower", "xla", "first_run", "other"].index)
+    assert all(r["start_ms"] >= 0 for r in result["ranges"] if r["phase"] != "other")
+
+
 def test_layout_args_spike_times_three_ways(monkeypatch, capsys):
     import spike_layout_args
     from workloads import Workload
