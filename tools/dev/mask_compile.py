@@ -5,9 +5,11 @@ compile (XLA), and its first and second runs.
     python tools/dev/mask_compile.py --part all [--doc-median 1100] [--seq-len 65536]
 
 Parts: relabel (relabel_by_appearance), fwd / dq / dkdv (one block mask each, the device's
-default blocks), doc_runs, schedule (the Hopper forward's tables from a built forward mask),
-masks (create_attention_mask with calc_bwd_mask, as on this device), masks-no-schedule (the same
-without the tables). --part all runs each in its own process.
+default blocks), doc_runs, schedule (the Hopper forward's tables and layouts from a built
+forward mask), programs and layouts (the schedule's table of programs, and its key-rank
+layouts, apart), masks (create_attention_mask with calc_bwd_mask, as on this device),
+masks-no-schedule (the same without the tables). --part all runs each in its own process.
+--profile also names the three LLVM modules XLA took longest to compile (jax's profiler).
 """
 
 from __future__ import annotations
@@ -16,18 +18,22 @@ import argparse
 import contextlib
 import json
 import os
+import glob
 import subprocess
 import sys
+import tempfile
 import time
 from unittest import mock
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from workloads import Workload, inputs  # noqa: E402
 
-PARTS = ("relabel", "fwd", "dq", "dkdv", "doc_runs", "schedule", "masks", "masks-no-schedule")
+PARTS = ("relabel", "fwd", "dq", "dkdv", "doc_runs", "schedule", "programs", "layouts", "masks",
+         "masks-no-schedule")
+TABLES = ("schedule", "programs", "layouts")  # parts read from a built forward mask
 
 
-def measure(part: str, workload: dict) -> dict:
+def measure(part: str, workload: dict, profile: bool = False) -> dict:
     import jax
     import jax.numpy as jnp
 
@@ -59,26 +65,46 @@ def measure(part: str, workload: dict) -> dict:
         "masks": (lambda p, s: api.create_attention_mask(p, s, p, s, calc_bwd_mask=True),
                   (pos, seg)),
     }
-    if part == "schedule":
+    if part in TABLES:
         built = jax.jit(lambda p, s: api.create_attention_mask(p, s, p, s))(pos, seg)[0]
+        config = mosaic_fwd.MosaicConfig(persistent=True, rank_rule=True)  # schedule()'s
+        t = pos.shape[1]
         fns["schedule"] = (lambda m, p, s: mosaic_fwd.schedule(m, p, s, p, s,
                                                                pad_id=PADDING_SEGMENT_ID),
                            (built, pos, seg))
+        fns["programs"] = (lambda m: mosaic_fwd.programs(m, config, t, t, doc_runs=m.doc_runs),
+                           (built,))
+        fns["layouts"] = (lambda p, s: mosaic_fwd.kernel_layouts(
+            p, s, p, s, pad_id=PADDING_SEGMENT_ID, config=config, variant=built.variant),
+            (pos, seg))
     patch = (mock.patch.object(api, "wants_schedule", lambda: False)
              if part == "masks-no-schedule" else contextlib.nullcontext())
     fn, args = fns["masks" if part == "masks-no-schedule" else part]
+    trace_dir = tempfile.mkdtemp(prefix="kvax-mask-compile-") if profile else None
     with patch:
         t0 = time.perf_counter()
         lowered = jax.jit(fn).lower(*args)
         t1 = time.perf_counter()
+        if profile:
+            jax.profiler.start_trace(trace_dir)
         compiled = lowered.compile()
         t2 = time.perf_counter()
+        if profile:
+            jax.profiler.stop_trace()
     jax.block_until_ready(compiled(*args))
     t3 = time.perf_counter()
     jax.block_until_ready(compiled(*args))
     t4 = time.perf_counter()
     text = lowered.as_text()
-    return dict(part=part, warm_up_s=warm_up, lower_s=t1 - t0, compile_s=t2 - t1,
+    modules = []
+    if profile:
+        from compile_profile import ranges
+
+        xplane = glob.glob(os.path.join(trace_dir, "**", "*.xplane.pb"), recursive=True)[-1]
+        modules = sorted(((r["ms"], r["name"][len("Compiling IR:"):])
+                          for r in ranges(xplane) if r["name"].startswith("Compiling IR:")),
+                         reverse=True)[:3]
+    return dict(part=part, longest_modules=modules, warm_up_s=warm_up, lower_s=t1 - t0, compile_s=t2 - t1,
                 first_run_s=t3 - t2, second_run_ms=(t4 - t3) * 1e3,
                 hlo_ops=text.count(" = stablehlo."), whiles=text.count("stablehlo.while"),
                 sorts=text.count("stablehlo.sort"))
@@ -91,19 +117,22 @@ def main(argv=None):
     p.add_argument("--seq-len", type=int, default=65536)
     p.add_argument("--doc-median", type=int, default=1100)
     p.add_argument("--num-pad-tokens", type=int, default=1000)
+    p.add_argument("--profile", action="store_true",
+                   help="also the three LLVM modules that took XLA longest (ms, name)")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     workload = dict(seq_len=args.seq_len, doc_median=args.doc_median,
                     num_pad_tokens=args.num_pad_tokens, ids="shuffled")
     if args.child:
-        print(json.dumps(measure(args.part, workload)))
+        print(json.dumps(measure(args.part, workload, args.profile)))
         return
     rows = []
     for part in PARTS if args.part == "all" else (args.part,):
         out = subprocess.run([sys.executable, __file__, "--child", "--part", part,
                               "--seq-len", str(args.seq_len), "--doc-median",
                               str(args.doc_median), "--num-pad-tokens",
-                              str(args.num_pad_tokens)], capture_output=True, text=True)
+                              str(args.num_pad_tokens)] + ["--profile"] * args.profile,
+                             capture_output=True, text=True)
         if out.returncode:
             print(f"{part}: failed\n{out.stderr[-2000:]}", flush=True)
             continue
@@ -113,6 +142,8 @@ def main(argv=None):
               f"first run {row['first_run_s']:.2f} s, second {row['second_run_ms']:.1f} ms "
               f"({row['hlo_ops']} ops, {row['whiles']} while, {row['sorts']} sort; warm-up "
               f"{row['warm_up_s']:.2f} s)", flush=True)
+        for ms, name in row["longest_modules"]:
+            print(f"{'':>20}LLVM module {name}: {ms:.0f} ms", flush=True)
     return rows
 
 
