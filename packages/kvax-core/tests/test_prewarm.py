@@ -93,8 +93,12 @@ def test_the_thread_compiles_each_module_of_ours_once_then_stops(monkeypatch):
     known[b"c"] = b"..kvax_mosaic_forward.."
     assert seen_all.wait(10)
     thread.join(10)
-    assert not thread.is_alive()  # idle for IDLE_S
+    assert not thread.is_alive() and prewarm._thread is None  # idle for IDLE_S
     assert got == [b"a", b"b", b"c"]
+    prewarm.watch()  # a kernel traced later starts a new thread
+    assert prewarm._thread is not None and prewarm._thread is not thread
+    prewarm._stop.set()
+    prewarm._thread.join(10)
 
 
 def test_no_thread_off_a_gpu_when_turned_off_or_with_jaxs_persistent_cache(monkeypatch,

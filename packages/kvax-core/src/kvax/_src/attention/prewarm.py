@@ -13,6 +13,8 @@ compiles each one at once through a program of its own: the kernel's custom call
 the same hash and module, compiled and never run. XLA's compile of the step then finds the
 kernel in the cache. The thread holds no GIL while a kernel compiles, and stops once nothing
 new appears for IDLE_S seconds. Any error there only means the step compiles the kernel itself.
+A step only lowered, never compiled (jax.jit(f).lower(...) to inspect it, jax.export), has its
+kernels compiled all the same, for nothing; at exit a compile under way finishes first.
 
 KVAX_PREWARM=0 turns it off; so does JAX's persistent compilation cache (see `enabled`).
 """
@@ -58,7 +60,7 @@ def watch() -> None:
         return
     with _lock:
         _deadline = time.monotonic() + IDLE_S
-        if _thread is None or not _thread.is_alive():
+        if _thread is None:  # none, or the last one has stopped (it clears this first)
             _stop.clear()
             _thread = threading.Thread(target=_run, args=(set(_known()),), daemon=True,
                                        name="kvax-prewarm")
@@ -76,10 +78,11 @@ def _known() -> dict[bytes, bytes]:
 
 
 def _run(seen: set[bytes]) -> None:
-    global _deadline
-    while not _stop.is_set():
+    global _deadline, _thread
+    while True:
         with _lock:
-            if time.monotonic() > _deadline:
+            if _stop.is_set() or time.monotonic() > _deadline:
+                _thread = None  # under the lock: a watch() from now on starts another
                 return
         fresh = [(key, module) for key, module in list(_known().items()) if key not in seen]
         for key, module in fresh:
@@ -125,5 +128,5 @@ def _join() -> None:
     """A kernel compiling when the interpreter exits finishes first."""
     _stop.set()
     thread = _thread
-    if thread is not None and thread.is_alive():
+    if thread is not None:
         thread.join(timeout=60)
