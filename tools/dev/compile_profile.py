@@ -32,7 +32,8 @@ from workloads import Workload  # noqa: E402
 def ranges(xplane: str, min_ms: float = 1.0) -> list[dict]:
     """Every named host range of the profile at least min_ms long, as dicts (name, thread,
     duration in ms, the phase it started in: lower, xla or first_run, from the child's
-    "phase:" annotations, and its start in ms from the lowering's). Python frames ("$...") are not traced, so none appear."""
+    "phase:" annotations, and its start in ms from the lowering's). Python frames ("$...") are
+    not traced, so none appear."""
     from jax._src.profiler import ProfileData
 
     events = [(event, line.name) for plane in ProfileData.from_file(xplane).planes
@@ -87,7 +88,7 @@ def child(workload: dict, backend: str, trace_dir: str, forward_only: bool = Fal
     t3 = time.perf_counter()
     jax.profiler.stop_trace()
     from kvax._src.attention import prewarm
-    xplane = sorted(glob.glob(os.path.join(trace_dir, "**", "*.xplane.pb"), recursive=True))[-1]
+    xplane = max(glob.glob(os.path.join(trace_dir, "**", "*.xplane.pb"), recursive=True))
     return dict(lower_s=t1 - t0, xla_compile_s=t2 - t1, first_run_s=t3 - t2, mask_s=mask_s,
                 compiled_ahead=len(prewarm.compiled), ranges=ranges(xplane))
 
@@ -127,13 +128,15 @@ def main(argv=None):
         raise SystemExit(out.stderr[-3000:])
     result = json.loads(out.stdout.splitlines()[-1])
     print(f"{args.backend}{''.join(' ' + flag for flag in switches)}: masks apart "
-          f"{result['mask_s']:.2f} s, lower {result['lower_s']:.2f} s, XLA {result['xla_compile_s']:.2f} s,"
+          f"{result['mask_s']:.2f} s, lower {result['lower_s']:.2f} s, "
+          f"XLA {result['xla_compile_s']:.2f} s,"
           f" first run {result['first_run_s']:.2f} s; kernels compiled ahead: "
           f"{result['compiled_ahead']} (KVAX_PREWARM={os.environ.get('KVAX_PREWARM', '1')})")
     groups = summary(result["ranges"])
     for g in groups:
         if g["total_ms"] >= args.min_ms:
-            print(f"{g['phase']:9s} {g['total_ms']:9.1f} ms {g['count']:5d}x (longest {g['max_ms']:8.1f})  "
+            print(f"{g['phase']:9s} {g['total_ms']:9.1f} ms {g['count']:5d}x "
+                  f"(longest {g['max_ms']:8.1f})  "
                   f"{g['thread'][:28]:28s} {g['name'][:90]}")
     os.makedirs(args.out, exist_ok=True)
     name = "_".join([args.backend] + [flag[2:].replace("-", "_") for flag in switches])

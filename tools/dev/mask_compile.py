@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import glob
 import json
 import os
-import glob
 import subprocess
 import sys
 import tempfile
@@ -104,7 +104,8 @@ def measure(part: str, workload: dict, profile: bool = False) -> dict:
         modules = sorted(((r["ms"], r["name"][len("Compiling IR:"):])
                           for r in ranges(xplane) if r["name"].startswith("Compiling IR:")),
                          reverse=True)[:3]
-    return dict(part=part, longest_modules=modules, warm_up_s=warm_up, lower_s=t1 - t0, compile_s=t2 - t1,
+    return dict(part=part, longest_modules=modules, warm_up_s=warm_up, lower_s=t1 - t0,
+                compile_s=t2 - t1,
                 first_run_s=t3 - t2, second_run_ms=(t4 - t3) * 1e3,
                 hlo_ops=text.count(" = stablehlo."), whiles=text.count("stablehlo.while"),
                 sorts=text.count("stablehlo.sort"))
