@@ -78,7 +78,7 @@ def test_the_thread_compiles_each_module_of_ours_once_then_stops(monkeypatch):
 
     monkeypatch.setattr(prewarm, "_known", lambda: known)
     monkeypatch.setattr(prewarm, "compile_kernel", compile_kernel)
-    monkeypatch.setattr(prewarm, "IDLE_S", 1.0)
+    monkeypatch.setattr(prewarm, "IDLE_S", 2.0)  # long enough for a loaded CI machine
     monkeypatch.setattr(prewarm, "POLL_S", 0.01)
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
     prewarm.watch()
