@@ -2,6 +2,7 @@
 its shared-memory check run without a GPU), so they are ready to run when device time is; and
 the other tools/dev measurements run on CPU."""
 
+import dataclasses
 import os
 import sys
 
@@ -393,6 +394,23 @@ def test_det_bwd_spike_times_the_configurations_that_compile(monkeypatch, capsys
                for line in out)
     table = out[out.index("median of 1 rounds: f+b ms (TF/s, against `triton det`)") + 1:]
     assert [line.split()[:3] for line in table] == [["tiny", "mosaic", "det"]]
+
+
+def test_det_bwd_spike_variant_patches_the_apis_config_only():
+    """--variant "NAME:FIELD=INT,...": while its patch is on, the API's backward config has
+    those fields (deterministic=0 makes it a nondeterministic run); BackwardConfig itself and
+    its defaults are left alone."""
+    import spike_det_bwd
+
+    from kvax._src.attention import mosaic_bwd
+
+    name, deterministic, patch = spike_det_bwd.variant("fast:stages=3,deterministic=0")
+    assert (name, deterministic) == ("fast", False)
+    default = mosaic_bwd.chosen_config()
+    with patch:
+        assert mosaic_bwd.chosen_config() == dataclasses.replace(default, stages=3)
+        assert mosaic_bwd.BackwardConfig() == default
+    assert mosaic_bwd.chosen_config() == default
 
 
 def test_det_bwd_spike_evict_last_rewrites_only_the_reduce_adds(monkeypatch):

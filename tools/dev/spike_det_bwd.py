@@ -59,6 +59,18 @@ def evict_last_reduce():
     return mock.patch.object(launch_context.llvm, "inline_asm", inline_asm)
 
 
+def variant(spec: str):
+    """(name, deterministic, patch) of a --variant "NAME:FIELD=INT,...": the patch makes the
+    API's backward calls (mosaic_bwd.chosen_config) take BackwardConfig with those fields."""
+    from kvax._src.attention import mosaic_bwd
+
+    name, fields = spec.split(":")
+    fields = {key: int(value) for key, value in (f.split("=") for f in fields.split(","))}
+    deterministic = bool(fields.pop("deterministic", 1))
+    config = dataclasses.replace(mosaic_bwd.BackwardConfig(), **fields)
+    return name, deterministic, mock.patch.object(mosaic_bwd, "chosen_config", lambda: config)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=10)
@@ -88,13 +100,9 @@ def main(argv=None):
     configs = {name: (deterministic, triton_bwd if triton else contextlib.nullcontext())
                for name in args.configs.split(",")
                for deterministic, triton in [CONFIGS[name]]}
-    for variant in args.variant:
-        name, fields = variant.split(":")
-        fields = {key: int(value) for key, value in (f.split("=") for f in fields.split(","))}
-        deterministic = bool(fields.pop("deterministic", 1))
-        config = dataclasses.replace(mosaic_bwd.BackwardConfig(), **fields)
-        configs[name] = (deterministic, mock.patch.object(mosaic_bwd, "BackwardConfig",
-                                                          lambda c=config: c))
+    for spec in args.variant:
+        name, deterministic, patch = variant(spec)
+        configs[name] = (deterministic, patch)
     if args.evict_last:
         configs["evict_last"] = (True, evict_last_reduce())
     if args.before:
