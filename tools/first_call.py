@@ -114,6 +114,13 @@ def child(workload: dict, backend: str = "auto", forward_only: bool = False,
     return dict(import_s=imported, **first_call(Workload(**workload)), **primed)
 
 
+def cold_env(folder: str) -> dict:
+    """The environment of a cold process: kvax's kernel cache and Triton's own both in (empty)
+    folders under `folder`, so that it finds neither kvax's kernels nor Triton's."""
+    return dict(os.environ, KVAX_CACHE_DIR=os.path.join(folder, "kvax"),
+                TRITON_CACHE_DIR=os.path.join(folder, "triton"))
+
+
 def run(args) -> list[dict]:
     """Fresh processes, one after another (cold, warm, warm again: args.processes of them);
     args from parse_args."""
@@ -123,9 +130,7 @@ def run(args) -> list[dict]:
     switches = ["--" + name.replace("_", "-") for name in SWITCHES if getattr(args, name)]
     step = "forward" if args.forward_only else "forward+backward"
     cache = tempfile.mkdtemp(prefix="kvax-cache-")
-    # Triton's own cache too: a cold process finds neither kvax's kernels nor Triton's
-    env = dict(os.environ, KVAX_CACHE_DIR=os.path.join(cache, "kvax"),
-               TRITON_CACHE_DIR=os.path.join(cache, "triton"))
+    env = cold_env(cache)
     if args.jax_cache:
         env["JAX_COMPILATION_CACHE_DIR"] = os.path.join(cache, "jax")
         env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"

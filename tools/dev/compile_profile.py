@@ -25,17 +25,18 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from first_call import training_step  # noqa: E402
+from first_call import cold_env, training_step  # noqa: E402
 from workloads import Workload  # noqa: E402
 
 
-def ranges(xplane: str, min_ms: float = 1.0) -> list[dict]:
-    """Every named host range of the profile at least min_ms long, as dicts (name, thread,
-    duration in ms, the phase it started in: lower, xla or first_run, from the child's
-    "phase:" annotations, and its start in ms from the lowering's). Python frames ("$...") are
-    not traced, so none appear."""
+def ranges(trace_dir: str, min_ms: float = 1.0) -> list[dict]:
+    """Every named host range of the profile jax wrote under trace_dir (its latest) at least
+    min_ms long, as dicts (name, thread, duration in ms, the phase it started in: lower, xla or
+    first_run, from the child's "phase:" annotations, and its start in ms from the
+    lowering's). Python frames ("$...") are not traced, so none appear."""
     from jax._src.profiler import ProfileData
 
+    xplane = max(glob.glob(os.path.join(trace_dir, "**", "*.xplane.pb"), recursive=True))
     events = [(event, line.name) for plane in ProfileData.from_file(xplane).planes
               for line in plane.lines for event in line.events]
     phases = [(event.start_ns, event.start_ns + event.duration_ns, event.name[6:])
@@ -88,9 +89,8 @@ def child(workload: dict, backend: str, trace_dir: str, forward_only: bool = Fal
     t3 = time.perf_counter()
     jax.profiler.stop_trace()
     from kvax._src.attention import prewarm
-    xplane = max(glob.glob(os.path.join(trace_dir, "**", "*.xplane.pb"), recursive=True))
     return dict(lower_s=t1 - t0, xla_compile_s=t2 - t1, first_run_s=t3 - t2, mask_s=mask_s,
-                compiled_ahead=len(prewarm.compiled), ranges=ranges(xplane))
+                compiled_ahead=len(prewarm.compiled), ranges=ranges(trace_dir))
 
 
 def main(argv=None):
@@ -116,8 +116,7 @@ def main(argv=None):
     workload = dict(seq_len=args.seq_len, num_segments=args.num_segments,
                     num_pad_tokens=args.num_pad_tokens, doc_median=args.doc_median)
     scratch = tempfile.mkdtemp(prefix="kvax-compile-")
-    env = dict(os.environ, KVAX_CACHE_DIR=os.path.join(scratch, "kvax"),
-               TRITON_CACHE_DIR=os.path.join(scratch, "triton"))
+    env = cold_env(scratch)
     switches = [flag for flag, on in (("--forward-only", args.forward_only),
                                       ("--mask-apart", args.mask_apart)) if on]
     out = subprocess.run([sys.executable, __file__, "--child", json.dumps(workload),

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import glob
 import json
 import os
 import subprocess
@@ -100,9 +99,8 @@ def measure(part: str, workload: dict, profile: bool = False) -> dict:
     if profile:
         from compile_profile import ranges
 
-        xplane = glob.glob(os.path.join(trace_dir, "**", "*.xplane.pb"), recursive=True)[-1]
         modules = sorted(((r["ms"], r["name"][len("Compiling IR:"):])
-                          for r in ranges(xplane) if r["name"].startswith("Compiling IR:")),
+                          for r in ranges(trace_dir) if r["name"].startswith("Compiling IR:")),
                          reverse=True)[:3]
     return dict(part=part, longest_modules=modules, warm_up_s=warm_up, lower_s=t1 - t0,
                 compile_s=t2 - t1,
