@@ -1,6 +1,6 @@
 """What each part of create_attention_mask costs to compile, one part per fresh process (after a
 small warm-up compile, so that XLA's once-a-process start falls there): seconds to lower and to
-compile (XLA), and its first and second runs.
+compile (XLA), its first and second runs, and the median of RUNS runs after them.
 
     python tools/dev/mask_compile.py --part all [--doc-median 1100] [--seq-len 65536]
 
@@ -24,12 +24,15 @@ import tempfile
 import time
 from unittest import mock
 
+import numpy as np
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from workloads import Workload, inputs  # noqa: E402
 
 PARTS = ("relabel", "fwd", "dq", "dkdv", "doc_runs", "schedule", "programs", "layouts", "masks",
          "masks-no-schedule")
 TABLES = ("schedule", "programs", "layouts")  # parts read from a built forward mask
+RUNS = 50
 
 
 def measure(part: str, workload: dict, profile: bool = False) -> dict:
@@ -94,6 +97,11 @@ def measure(part: str, workload: dict, profile: bool = False) -> dict:
     t3 = time.perf_counter()
     jax.block_until_ready(compiled(*args))
     t4 = time.perf_counter()
+    times = []
+    for _ in range(RUNS):
+        t = time.perf_counter()
+        jax.block_until_ready(compiled(*args))
+        times.append((time.perf_counter() - t) * 1e3)
     text = lowered.as_text()
     modules = []
     if profile:
@@ -105,6 +113,7 @@ def measure(part: str, workload: dict, profile: bool = False) -> dict:
     return dict(part=part, longest_modules=modules, warm_up_s=warm_up, lower_s=t1 - t0,
                 compile_s=t2 - t1,
                 first_run_s=t3 - t2, second_run_ms=(t4 - t3) * 1e3,
+                median_run_ms=float(np.median(times)),
                 hlo_ops=text.count(" = stablehlo."), whiles=text.count("stablehlo.while"),
                 sorts=text.count("stablehlo.sort"))
 
@@ -139,6 +148,7 @@ def main(argv=None):
         rows.append(row)
         print(f"{part:>18}: lower {row['lower_s']:.2f} s, compile {row['compile_s']:.2f} s, "
               f"first run {row['first_run_s']:.2f} s, second {row['second_run_ms']:.1f} ms "
+              f"(median of {RUNS} after it {row['median_run_ms']:.2f} ms) "
               f"({row['hlo_ops']} ops, {row['whiles']} while, {row['sorts']} sort; warm-up "
               f"{row['warm_up_s']:.2f} s)", flush=True)
         for ms, name in row["longest_modules"]:

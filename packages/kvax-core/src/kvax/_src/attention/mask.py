@@ -288,11 +288,19 @@ def build_masks(
     given = (query_positions, query_segment_ids, kv_positions, kv_segment_ids)
     query_segment_ids, kv_segment_ids = relabel_by_appearance(query_segment_ids, kv_segment_ids)
     args = (query_positions, query_segment_ids, kv_positions, kv_segment_ids)
-    fwd = block_mask(*args, kind="fwd", query_block=fwd_params.query_block_size,
+
+    def apart(i):
+        """args behind a barrier of their own per mask, so that XLA cannot merge the masks'
+        sibling reductions into one multi-output fusion: on a GPU its LLVM module took 2.3 s
+        to compile, 0.7 s apart, with the masks as fast (docs/bench/h200-2026-11-29-mosaic-
+        cache)."""
+        return jax.lax.optimization_barrier((args, jnp.int32(i)))[0]
+
+    fwd = block_mask(*apart(0), kind="fwd", query_block=fwd_params.query_block_size,
                      kv_block=fwd_params.kv_block_size, params=fwd_params,
                      skip_pad_tokens=skip_pad_tokens, variant=variant)
     if variant == MaskVariant() and query_positions.shape == kv_positions.shape:
-        fwd = dataclasses.replace(fwd, doc_runs=runs.doc_runs(*args))
+        fwd = dataclasses.replace(fwd, doc_runs=runs.doc_runs(*apart(3)))
     if schedule:
         from kvax._src.attention import mosaic_fwd  # (it imports this module)
 
@@ -301,10 +309,10 @@ def build_masks(
     masks = [fwd]
     if bwd_params is not None:
         dq_q, dq_k = bwd_params.dq_blocks
-        masks.append(block_mask(*args, kind="dq", query_block=dq_q, kv_block=dq_k,
+        masks.append(block_mask(*apart(1), kind="dq", query_block=dq_q, kv_block=dq_k,
                                 params=bwd_params, skip_pad_tokens=skip_pad_tokens,
                                 variant=variant))
-        masks.append(block_mask(*args, kind="dkdv", query_block=bwd_params.query_block_size,
+        masks.append(block_mask(*apart(2), kind="dkdv", query_block=bwd_params.query_block_size,
                                 kv_block=bwd_params.kv_block_size, params=bwd_params,
                                 skip_pad_tokens=skip_pad_tokens, variant=variant))
     return tuple(masks)
