@@ -6,6 +6,7 @@ attributes byte for byte (so jaxlib's kernel cache finds it), and the thread com
 module of ours once, in order, and nothing else, then stops. On a Hopper GPU: a cold step's
 kernels are those the thread compiled."""
 
+import os
 import re
 import subprocess
 import sys
@@ -66,7 +67,7 @@ def test_the_program_compiled_ahead_is_the_steps_custom_call(monkeypatch):
         assert _configs(ahead)[0] in step_configs
 
 
-def test_the_thread_compiles_each_module_of_ours_once_then_stops(monkeypatch):
+def test_the_thread_reads_or_compiles_each_module_of_ours_once_then_stops(monkeypatch):
     known = {b"old": b"...kvax_mosaic_forward..."}  # there before: not compiled
     got, seen_all = [], threading.Event()
 
@@ -78,6 +79,8 @@ def test_the_thread_compiles_each_module_of_ours_once_then_stops(monkeypatch):
 
     monkeypatch.setattr(prewarm, "_known", lambda: known)
     monkeypatch.setattr(prewarm, "compile_kernel", compile_kernel)
+    read = []  # b"d" is on the disk: read, not compiled
+    monkeypatch.setattr(prewarm, "load_kernel", lambda key: read.append(key) or key == b"d")
     monkeypatch.setattr(prewarm, "IDLE_S", 2.0)  # long enough for a loaded CI machine
     monkeypatch.setattr(prewarm, "POLL_S", 0.01)
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
@@ -90,11 +93,12 @@ def test_the_thread_compiles_each_module_of_ours_once_then_stops(monkeypatch):
     prewarm.watch()  # a second traced kernel keeps the same thread
     assert prewarm._thread is thread
     known[b"b"] = b"..kvax_mosaic_backward.."
+    known[b"d"] = b"..kvax_mosaic_backward.."
     known[b"c"] = b"..kvax_mosaic_forward.."
     assert seen_all.wait(10)
     thread.join(10)
     assert not thread.is_alive() and prewarm._thread is None  # idle for IDLE_S
-    assert got == [b"a", b"b", b"c"]
+    assert got == [b"a", b"b", b"c"] and read == [b"a", b"b", b"d", b"c"]
     prewarm.watch()  # a kernel traced later starts a new thread
     assert prewarm._thread is not None and prewarm._thread is not thread
     prewarm._stop.set()
@@ -151,10 +155,12 @@ print(json.dumps(dict(ours=len(ours), ahead=len(prewarm.compiled),
 @pytest.mark.gpu
 @pytest.mark.skipif(jax.default_backend() != "gpu" or not is_hopper(current_device_kind()),
                     reason="needs a Hopper GPU (H100/H200)")
-def test_a_cold_steps_kernels_are_compiled_ahead():
-    """In a fresh process (jaxlib's kernel cache empty): the forward and backward the step
-    compiles are the two the thread compiled, and the step's results come back."""
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(COLD_STEP)],
+def test_a_cold_steps_kernels_are_compiled_ahead(tmp_path):
+    """In a fresh process (jaxlib's kernel cache empty, kvax's disk cache too): the forward and
+    backward the step compiles are the two the thread compiled, and the step's results come
+    back."""
+    env = dict(os.environ, KVAX_CACHE_DIR=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(COLD_STEP)], env=env,
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     result = out.stdout.splitlines()[-1]

@@ -1,22 +1,26 @@
-"""The Mosaic kernels compiled while the rest of a step is still lowering.
+"""The Mosaic kernels compiled while the rest of a step is still lowering, or read from the disk.
 
 Mosaic GPU compiles a kernel (its MLIR to PTX, ptxas, the host launcher) when XLA compiles the
 program that calls it, one kernel after another on XLA's compiling thread: on an H200 about
 5 and 2 s for our forward and backward, most of a cold step's XLA compile (docs/bench/
 h200-2026-11-28-compile). jaxlib keeps compiled kernels in a process-wide cache keyed by the
 hash that lowering gives each kernel's module (jax.experimental.mosaic.gpu.core.KNOWN_KERNELS
-holds each module lowered in this process under that hash).
+holds each module lowered in this process under that hash; mosaic_cache makes that hash the
+same for the same kernel in every process).
 
 So when one of our kernels is traced on a GPU, `watch` starts a thread that waits for our
 modules to appear there (they do while the step lowers, seconds before XLA compiles it) and
-compiles each one at once through a program of its own: the kernel's custom call alone, with
-the same hash and module, compiled and never run. XLA's compile of the step then finds the
-kernel in the cache. The thread holds no GIL while a kernel compiles, and stops once nothing
-new appears for IDLE_S seconds. Any error there only means the step compiles the kernel itself.
-A step only lowered, never compiled (jax.jit(f).lower(...) to inspect it, jax.export), has its
-kernels compiled all the same, for nothing; at exit a compile under way finishes first.
+puts each one in that cache at once: read from kvax's disk cache (mosaic_cache.load) if an
+earlier process compiled it, else compiled through a program of its own (the kernel's custom
+call alone, with the same hash and module, compiled and never run) and written there
+(mosaic_cache.store). XLA's compile of the step then finds the kernel in memory. The thread
+holds no GIL while a kernel compiles, and stops once nothing new appears for IDLE_S seconds.
+Any error there only means the step compiles the kernel itself. A step only lowered, never
+compiled (jax.jit(f).lower(...) to inspect it, jax.export), has its kernels compiled all the
+same, for nothing; at exit a compile under way finishes first.
 
-KVAX_PREWARM=0 turns it off; so does JAX's persistent compilation cache (see `enabled`).
+KVAX_PREWARM=0 turns it off (the disk cache of Mosaic kernels with it); so does JAX's
+persistent compilation cache (see `enabled`).
 """
 
 from __future__ import annotations
@@ -27,8 +31,9 @@ import os
 import threading
 import time
 
-# our kernels' names (plgpu.kernel's kernel_name): the modules the thread compiles
-KERNEL_PREFIX = "kvax_mosaic_"
+from kvax._src.attention import mosaic_cache
+
+KERNEL_PREFIX = mosaic_cache.KERNEL_PREFIX  # our kernels' names: the modules the thread takes
 IDLE_S = 30.0  # the thread stops when no new module of ours appeared for this long
 POLL_S = 0.05  # how often the thread looks for new modules
 
@@ -38,6 +43,7 @@ _thread: threading.Thread | None = None
 _deadline = 0.0  # time.monotonic() after which an idle thread stops
 _stop = threading.Event()
 compiled: list[bytes] = []  # the hashes this process compiled ahead, in order
+loaded: list[bytes] = []  # the hashes this process read from the disk, in order
 
 
 def enabled() -> bool:
@@ -56,6 +62,7 @@ def watch() -> None:
     global _thread, _deadline
     import jax
 
+    mosaic_cache.install()  # names and lowerings kept, on any platform (CUDA lowered on CPU too)
     if jax.default_backend() != "gpu" or not enabled():
         return
     with _lock:
@@ -88,7 +95,7 @@ def _run(seen: set[bytes]) -> None:
         for key, module in fresh:
             seen.add(key)
             if ours(module) and not _stop.is_set():
-                compile_kernel(key, module)
+                load_kernel(key) or compile_kernel(key, module)
                 with _lock:
                     _deadline = max(_deadline, time.monotonic() + IDLE_S)
         time.sleep(POLL_S)
@@ -108,18 +115,35 @@ def program(key: bytes, module: bytes):
     return call
 
 
+def load_kernel(key: bytes) -> bool:
+    """The kernel of hash `key` into jaxlib's cache from kvax's disk cache; True if it was
+    there and loaded."""
+    try:
+        hit = mosaic_cache.load(key)
+    except Exception as error:  # a bad entry: compiled again, and the entry rewritten
+        _log.debug("kvax: reading a Mosaic kernel from the disk failed: %s", error)
+        return False
+    if hit:
+        loaded.append(key)
+    return hit
+
+
 def compile_kernel(key: bytes, module: bytes) -> bool:
     """Mosaic GPU's compile of one lowered module into jaxlib's kernel cache: a program of its
-    custom call alone (the attributes its lowering gives it), compiled and dropped. True if
-    it compiled."""
+    custom call alone (the attributes its lowering gives it), compiled, written to kvax's disk
+    cache and dropped. True if it compiled."""
     import jax
 
     try:
-        jax.jit(program(key, module)).lower().compile()
+        ahead = jax.jit(program(key, module)).lower().compile()
     except Exception as error:  # the step's own compile will meet (and report) any real fault
         _log.debug("kvax: compiling a Mosaic kernel ahead failed: %s", error)
         return False
     compiled.append(key)
+    try:
+        mosaic_cache.store(key, ahead)
+    except Exception as error:  # the next process compiles it again
+        _log.debug("kvax: writing a Mosaic kernel to the disk failed: %s", error)
     return True
 
 

@@ -22,7 +22,8 @@ it the launch gets too few threads). Here, for kernels launched through kvax
   both. Entries are written to a temporary file and renamed into place, so concurrent processes
   never read a partial entry; a corrupt entry is rebuilt.
 
-Location: $KVAX_CACHE_DIR, else $XDG_CACHE_HOME/kvax/triton, else ~/.cache/kvax/triton.
+Location: $KVAX_CACHE_DIR, else $XDG_CACHE_HOME/kvax/triton, else ~/.cache/kvax/triton (the
+Mosaic kernels' entries, mosaic_cache.py, in $KVAX_CACHE_DIR/mosaic or .../kvax/mosaic).
 KVAX_CACHE_DIR=off disables the cache (not the launch fixes). What stays per process: ptxas
 (jaxlib turns the PTX into a cubin at the first launch and caches it in memory only) and XLA's
 compilation of the program around the kernels (JAX's persistent cache,
@@ -45,13 +46,18 @@ _registered: set = set()  # kernels launched through kvax (triton_common.launch)
 _local = threading.local()  # what the kernel being built in this thread compiled to
 
 
-def cache_dir() -> str | None:
-    """The cache folder, or None when disabled (KVAX_CACHE_DIR=off)."""
+def cache_dir(kind: str = "triton") -> str | None:
+    """The cache folder of one kind of kernel ("triton", or "mosaic": the Mosaic kernels that
+    prewarm.py compiles), or None when disabled (KVAX_CACHE_DIR=off). $KVAX_CACHE_DIR holds the
+    Triton entries itself and the Mosaic ones in its mosaic/ folder; by default each kind has
+    its folder under $XDG_CACHE_HOME/kvax (~/.cache/kvax)."""
     value = os.environ.get(_ENV)
     if value is not None:
-        return None if value.strip().lower() in ("", "off", "0", "none") else value
+        if value.strip().lower() in ("", "off", "0", "none"):
+            return None
+        return value if kind == "triton" else os.path.join(value, kind)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "kvax", "triton")
+    return os.path.join(base, "kvax", kind)
 
 
 def import_jax_triton():
