@@ -332,6 +332,21 @@ def test_mask_compile_times_a_part_in_a_fresh_process(capsys):
     assert "dkdv: lower" in capsys.readouterr().out
 
 
+def test_second_jit_times_both_jits_of_one_process(capsys):
+    """On CPU (the XLA path, no Mosaic kernels): two jits, each first call timed, nothing
+    compiled ahead or reused, and --as-before runs too."""
+    import second_jit
+
+    for switch in ([], ["--as-before"]):
+        second_jit.main(["--seq-len", "512", "--num-segments", "3", "--num-pad-tokens", "10",
+                         *switch])
+        out = capsys.readouterr().out.splitlines()
+        assert [line.split(" (")[0].strip() for line in out] == ["first jit", "second jit"]
+        assert all("compiled ahead 0, read from disk 0; lowerings reused 0" in line
+                   for line in out)
+        assert ("as before" in out[0]) == bool(switch)
+
+
 def test_compile_profile_sums_a_cold_steps_ranges_by_phase(tmp_path, capsys):
     """On CPU the step's XLA compile appears in its phase, longest ranges first, with each
     range's start kept in the JSON."""
