@@ -24,30 +24,13 @@ from kvax._src.attention.triton_launch import cache_dir
 from kvax._src.config import current_device_kind, is_hopper
 
 LOWER = """
-import hashlib, json, re, jax, jax.numpy as jnp
-import kvax._src.config
-from kvax._src.attention import backends, mosaic_cache
-from kvax.ops import create_attention_mask, flash_attention
-from kvax.utils import FlashAttentionParamsConfig
-from kvax_testing import packed_batch
+import hashlib, json, re, sys
+sys.path.insert(0, TESTS)  # kvax_core_cases
 from jax.experimental.mosaic.gpu import core
-backends._platform = lambda: "gpu"
-kvax._src.config.current_device_kind = lambda: "NVIDIA H100 80GB HBM3"
-FWD = FlashAttentionParamsConfig(query_block_size=128, kv_block_size=128)
-BWD = FlashAttentionParamsConfig(query_block_size=64, kv_block_size=128)
+from kvax._src.attention import mosaic_cache
+from kvax_core_cases import lowered_for_hopper
 def lower(kv_len):
-    batch = packed_batch(23, batch=1, kv_len=kv_len, num_heads=4, num_kv_heads=2, head_dim=64,
-                         dtype="bfloat16")
-    layout = [jnp.asarray(a) for a in batch.layout.arrays]
-    def loss(x):
-        masks = create_attention_mask(*layout, fwd_params=FWD, bwd_params=BWD,
-                                      calc_bwd_mask=True)
-        out = flash_attention(x, x[:, :, :2], x[:, :, 2:], *layout, mask=masks, scale=0.125,
-                              fwd_params=FWD, bwd_params=BWD)
-        return jnp.sum(out.astype(jnp.float32))
-    jax.clear_caches()
-    step = jax.jit(jax.grad(loss)).trace(jnp.asarray(batch.query))
-    text = step.lower(lowering_platforms=("cuda",)).as_text()
+    text = lowered_for_hopper(kv_len)
     return dict(text=hashlib.sha256(text.encode()).hexdigest(), reused=len(mosaic_cache.reused))
 # the same step twice, as a second jit of it would lower it, then a step of another length
 lowerings = [lower(700), lower(700), lower(600)]
@@ -61,8 +44,9 @@ def _lowered(cache: str) -> dict:
     """A fresh process's lowerings for CUDA (KVAX_CACHE_DIR=cache): {kernel hash: dump
     basename} of every Mosaic module it lowered, and each lowering's text digest and the count
     of modules reused by then."""
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(LOWER)], capture_output=True,
-                         text=True, timeout=600, env=dict(os.environ, KVAX_CACHE_DIR=cache))
+    script = LOWER.replace("TESTS", repr(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=600, env=dict(os.environ, KVAX_CACHE_DIR=cache))
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.splitlines()[-1])
 
