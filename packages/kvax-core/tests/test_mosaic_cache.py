@@ -116,12 +116,17 @@ def test_a_kept_lowering_is_given_back_for_the_same_inputs_only(monkeypatch, tmp
     call(ours, "b")
     call(ours, "a", ins=((5,),))  # another jaxpr, other shapes: lowered
     assert calls == ["a", "b", "a"]
+    with monkeypatch.context() as patch:
+        patch.setattr(mosaic_cache, "_kvax_source", lambda: "an edited kvax")
+        call(ours, "a")  # kvax's source changed: lowered
+    assert calls == ["a", "b", "a", "a"]
+    calls.pop()  # (the edited kvax's lowering)
     call(theirs, "a")
     call(theirs, "a")  # not ours: always lowered, never kept
     call(ours, "p", profiled)
     call(ours, "p", profiled)  # a kernel recording a profile: always lowered
     assert calls == ["a", "b", "a", "a", "a", "p", "p"]
-    assert len(list((tmp_path / "mosaic").glob("*.mlir"))) == 3
+    assert len(list((tmp_path / "mosaic").glob("*.mlir"))) == 4  # a, b, a at (5,), edited a
     mosaic_cache._lowered.clear()
     for path in (tmp_path / "mosaic").glob("*.mlir"):  # bad modules: lowered again, rewritten
         head, key, meta, _ = path.read_bytes().split(b"\n", 3)

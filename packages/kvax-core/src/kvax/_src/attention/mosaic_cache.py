@@ -15,8 +15,8 @@ reused:
   kernel (layout inference, the dialect's lowering), in every process and for every new jit.
   `cache_lowering` keeps each module of ours, in memory and on the disk, under a digest of
   what Pallas lowers it from (the kernel's jaxpr as printed, its mesh, compiler parameters,
-  argument shapes, the JAX mesh, the versions and the GPU), and hands it back for the same
-  inputs. The custom call built around it is byte for byte the one a fresh lowering builds.
+  argument shapes, the JAX mesh, the versions, the GPU and kvax's source), and hands it back
+  for the same inputs. The custom call built around it is byte for byte the one a fresh lowering builds.
 - The disk. jaxlib can write a compiled kernel out and read it back: for JAX's persistent
   compilation cache, the custom call's compiled state travels inside the serialized XLA
   executable. `store` writes the executable of a program made of the kernel's custom call
@@ -110,15 +110,33 @@ def stamp(module) -> None:
 
 def lowering_key(mesh, jax_mesh, jaxpr, in_shapes, out_shapes, params) -> str:
     """A digest of what Pallas lowers a kernel's module from. The jaxpr as printed holds every
-    equation with its parameters and literals (Pallas kernels close over no arrays); its source
-    locations are not in it, so a module read back may carry an earlier line number."""
+    equation with its parameters and literals (Pallas kernels close over no arrays). kvax's
+    own source is in it too, so that a kvax edited or upgraded never reads a module an earlier
+    one lowered, should a parameter ever print less than it holds."""
     import jax
     import jaxlib
 
     parts = [str(jaxpr), repr(mesh), repr(jax_mesh), repr(list(in_shapes)),
              repr(list(out_shapes)), repr(params), jax.__version__,
-             getattr(jaxlib, "__version__", "?"), _target()]
+             getattr(jaxlib, "__version__", "?"), _target(), _kvax_source()]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+@functools.cache
+def _kvax_source() -> str:
+    """A digest of every Python source file of the kvax package, read once a process."""
+    import kvax
+
+    root = os.path.dirname(os.path.abspath(kvax.__file__))
+    digest = hashlib.sha256()
+    for folder, dirs, files in sorted(os.walk(root)):
+        dirs.sort()
+        for name in sorted(f for f in files if f.endswith(".py")):
+            path = os.path.join(folder, name)
+            digest.update(os.path.relpath(path, root).encode())
+            with open(path, "rb") as f:
+                digest.update(f.read())
+    return digest.hexdigest()
 
 
 def _target() -> str:
