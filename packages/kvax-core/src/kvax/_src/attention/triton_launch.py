@@ -47,8 +47,9 @@ _local = threading.local()  # what the kernel being built in this thread compile
 
 
 def cache_dir(kind: str = "triton") -> str | None:
-    """The cache folder of one kind of kernel ("triton", or "mosaic": the Mosaic kernels that
-    prewarm.py compiles), or None when disabled (KVAX_CACHE_DIR=off). $KVAX_CACHE_DIR holds the
+    """The cache folder of one kind of kernel ("triton", or "mosaic": the Mosaic kernels'
+    lowered modules and compiled kernels, mosaic_cache.py), or None when disabled
+    (KVAX_CACHE_DIR=off). $KVAX_CACHE_DIR holds the
     Triton entries itself and the Mosaic ones in its mosaic/ folder; by default each kind has
     its folder under $XDG_CACHE_HOME/kvax (~/.cache/kvax)."""
     value = os.environ.get(_ENV)
