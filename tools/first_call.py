@@ -168,15 +168,21 @@ def run(args) -> list[dict]:
     return rows
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawTextHelpFormatter)
+def workload_parser(doc: str) -> argparse.ArgumentParser:
+    """A parser with the step's workload (--seq-len, --num-segments, --num-pad-tokens,
+    --doc-median) and the hidden --child, for this tool and those built on its step."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--seq-len", type=int, default=65536)
     p.add_argument("--num-segments", type=int, default=8)
     p.add_argument("--num-pad-tokens", type=int, default=2000)
     p.add_argument("--doc-median", type=int, default=None,
                    help="log-normal document lengths with this median instead of --num-segments")
+    return p
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = workload_parser(__doc__)
     p.add_argument("--backend", default="auto",
                    help="flash_attention's backend (auto: the Mosaic kernels on Hopper)")
     p.add_argument("--jax-cache", action="store_true")

@@ -25,7 +25,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from first_call import cold_env, training_step  # noqa: E402
+from first_call import cold_env, training_step, workload_parser  # noqa: E402
 from workloads import Workload  # noqa: E402
 
 
@@ -94,14 +94,8 @@ def child(workload: dict, backend: str, trace_dir: str, forward_only: bool = Fal
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    p = workload_parser(__doc__)
     p.add_argument("--trace-dir", default=None, help=argparse.SUPPRESS)
-    p.add_argument("--seq-len", type=int, default=65536)
-    p.add_argument("--num-segments", type=int, default=8)
-    p.add_argument("--num-pad-tokens", type=int, default=2000)
-    p.add_argument("--doc-median", type=int, default=None)
     p.add_argument("--backend", default="auto")
     p.add_argument("--forward-only", action="store_true", help="a forward step only")
     p.add_argument("--mask-apart", action="store_true",

@@ -13,7 +13,6 @@ from disk by then, and the modules whose lowering was reused.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -22,8 +21,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from first_call import cold_env, training_step
-from workloads import Workload
+from first_call import cold_env, training_step, workload_parser  # noqa: E402
+from workloads import Workload  # noqa: E402
 
 
 def child(workload: dict, as_before: bool) -> list[dict]:
@@ -50,13 +49,7 @@ def child(workload: dict, as_before: bool) -> list[dict]:
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--child", default=None, help=argparse.SUPPRESS)
-    p.add_argument("--seq-len", type=int, default=65536)
-    p.add_argument("--num-segments", type=int, default=8)
-    p.add_argument("--num-pad-tokens", type=int, default=2000)
-    p.add_argument("--doc-median", type=int, default=None)
+    p = workload_parser(__doc__)
     p.add_argument("--as-before", action="store_true")
     args = p.parse_args(argv)
     switch = ["--as-before"] if args.as_before else []

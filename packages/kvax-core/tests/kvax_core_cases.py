@@ -3,6 +3,7 @@
 from unittest import mock
 
 import pytest
+
 from kvax.utils import FlashAttentionParamsConfig
 
 # The backends every correctness test runs on: the pure-JAX path everywhere, the kernels on a GPU.

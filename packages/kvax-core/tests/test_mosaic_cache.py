@@ -19,6 +19,7 @@ import types
 import jax
 import jax.numpy as jnp
 import pytest
+
 from kvax._src.attention import mosaic_cache, prewarm
 from kvax._src.attention.triton_launch import cache_dir
 from kvax._src.config import current_device_kind, is_hopper

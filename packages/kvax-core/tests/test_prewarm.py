@@ -3,22 +3,17 @@
 On any machine: lowering a step for CUDA (a pretended H100) records our two kernels' modules
 under their names, the program the thread compiles for one carries the step's custom-call
 attributes byte for byte (so jaxlib's kernel cache finds it), and the thread compiles each new
-module of ours once, in order, and nothing else, then stops. On a Hopper GPU: a cold step's
-kernels are those the thread compiled."""
+module of ours once, in order, and nothing else, then stops. On a Hopper GPU, a cold step's
+kernels are those the thread compiled: test_mosaic_cache.py's first process checks it."""
 
-import os
 import re
-import subprocess
-import sys
-import textwrap
 import threading
 import time
 
 import jax
-import pytest
-from kvax._src.attention import prewarm
-from kvax._src.config import current_device_kind, is_hopper
 from kvax_core_cases import lowered_for_hopper
+
+from kvax._src.attention import prewarm
 
 
 def _configs(text: str) -> list[str]:
@@ -104,42 +99,3 @@ def test_no_thread_off_a_gpu_when_turned_off_or_with_jaxs_persistent_cache(monke
     finally:
         jax.config.update("jax_compilation_cache_dir", before)
     assert prewarm.enabled() and started == []
-
-
-COLD_STEP = """
-import json, time, jax, jax.numpy as jnp
-from kvax._src.attention import prewarm
-from kvax.ops import create_attention_mask, flash_attention
-from kvax_testing import packed_batch
-from jax.experimental.mosaic.gpu import core
-batch = packed_batch(31, batch=1, kv_len=4000, num_heads=8, num_kv_heads=2, head_dim=128,
-                     dtype="bfloat16")
-layout = [jnp.asarray(a) for a in batch.layout.arrays]
-q, k, v = (jnp.asarray(x) for x in (batch.query, batch.key, batch.value))
-def loss(q, k, v):
-    masks = create_attention_mask(*layout, calc_bwd_mask=True)
-    out = flash_attention(q, k, v, *layout, mask=masks, scale=0.1)
-    return jnp.sum(out.astype(jnp.float32))
-jax.block_until_ready(jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(q, k, v))
-ours = {key for key, module in core.KNOWN_KERNELS.items() if prewarm.ours(module)}
-deadline = time.monotonic() + 60  # the thread records a kernel after its program compiles
-while set(prewarm.compiled) != ours and time.monotonic() < deadline:
-    time.sleep(0.1)
-print(json.dumps(dict(ours=len(ours), ahead=len(prewarm.compiled),
-                      same=set(prewarm.compiled) == ours)))
-"""
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(jax.default_backend() != "gpu" or not is_hopper(current_device_kind()),
-                    reason="needs a Hopper GPU (H100/H200)")
-def test_a_cold_steps_kernels_are_compiled_ahead(tmp_path):
-    """In a fresh process (jaxlib's kernel cache empty, kvax's disk cache too): the forward and
-    backward the step compiles are the two the thread compiled, and the step's results come
-    back."""
-    env = dict(os.environ, KVAX_CACHE_DIR=str(tmp_path))
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(COLD_STEP)], env=env,
-                         capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-3000:]
-    result = out.stdout.splitlines()[-1]
-    assert result == '{"ours": 2, "ahead": 2, "same": true}', result
