@@ -16,7 +16,8 @@ reused:
   `cache_lowering` keeps each module of ours, in memory and on the disk, under a digest of
   what Pallas lowers it from (the kernel's jaxpr as printed, its mesh, compiler parameters,
   argument shapes, the JAX mesh, the versions, the GPU and kvax's source), and hands it back
-  for the same inputs. The custom call built around it is byte for byte the one a fresh lowering builds.
+  for the same inputs. The custom call built around it is byte for byte the one a fresh
+  lowering builds.
 - The disk. jaxlib can write a compiled kernel out and read it back: for JAX's persistent
   compilation cache, the custom call's compiled state travels inside the serialized XLA
   executable. `store` writes the executable of a program made of the kernel's custom call
@@ -29,11 +30,10 @@ capability and the host's CPU (an entry holds host code too); a lowered module i
 there too (`<digest>.mlir`). Each is written to a temporary file and renamed into place, and
 starts with a header naming it, checked on reading. A bad or foreign entry only means the work
 is done again and the entry rewritten. Modules kept in memory stay for the process's life
-(150-190 KB each). Like JAX's persistent cache, an
-entry is loaded as code: the folder must be writable by you alone. prewarm's thread is the
-only reader and writer of compiled kernels, so KVAX_PREWARM=0 turns those off too (as does
-JAX's persistent cache, which then keeps the kernels itself); KVAX_CACHE_DIR=off turns off the
-disk for both.
+(150-190 KB each). Like JAX's persistent cache, an entry is loaded as code: the folder must be
+writable by you alone. prewarm's thread is the only reader and writer of compiled kernels, so
+KVAX_PREWARM=0 turns those off too (as does JAX's persistent cache, which then keeps the
+kernels itself); KVAX_CACHE_DIR=off turns off the disk for both.
 """
 
 from __future__ import annotations
@@ -44,8 +44,9 @@ import io
 import json
 import os
 import platform
-import tempfile
 import threading
+
+from kvax._src.attention.triton_launch import cache_dir, write_atomically
 
 KERNEL_PREFIX = "kvax_mosaic_"  # our kernels' names (plgpu.kernel's kernel_name)
 BASENAME = "mosaic_gpu.dump_basename"
@@ -214,25 +215,19 @@ def _result(make_result, meta: dict, module: bytes):
 
 
 def _module_path(key: str) -> str | None:
-    from kvax._src.attention.triton_launch import cache_dir
-
     folder = cache_dir("mosaic")
     return None if folder is None else os.path.join(folder, key + ".mlir")
 
 
 def _read_module(key: str) -> tuple[dict, bytes] | None:
     path = _module_path(key)
-    if path is None:
+    body = None if path is None else _read(path, _MODULE_MAGIC, key)
+    if body is None:
         return None
     try:
-        with open(path, "rb") as f:
-            blob = f.read()
-        header = _MODULE_MAGIC + key.encode() + b"\n"
-        if not blob.startswith(header):
-            return None
-        meta, module = blob[len(header):].split(b"\n", 1)
+        meta, module = body.split(b"\n", 1)
         entry = (json.loads(meta), module)
-    except (OSError, ValueError):
+    except ValueError:
         return None
     _lowered[key] = entry
     return entry
@@ -241,22 +236,23 @@ def _read_module(key: str) -> tuple[dict, bytes] | None:
 def _write_module(key: str, meta: dict, module: bytes) -> None:
     path = _module_path(key)
     if path is not None:
-        _write(path, _MODULE_MAGIC + key.encode() + b"\n" + json.dumps(meta).encode() + b"\n"
-               + module)
+        write_atomically(path, _header(_MODULE_MAGIC, key) + json.dumps(meta).encode() + b"\n"
+                         + module)
 
 
-def _write(path: str, data: bytes) -> bool:
-    """Atomic: a temporary file in the same folder, renamed into place. A read-only or full
-    disk is not an error: the next process does the work again."""
+def _header(magic: bytes, name: str) -> bytes:
+    return magic + name.encode() + b"\n"
+
+
+def _read(path: str, magic: bytes, name: str) -> bytes | None:
+    """What follows an entry's header, or None when the file is missing or not that entry."""
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
+        with open(path, "rb") as f:
+            blob = f.read()
     except OSError:
-        return False
-    return True
+        return None
+    header = _header(magic, name)
+    return blob[len(header):] if blob.startswith(header) else None
 
 
 @functools.cache
@@ -286,10 +282,6 @@ def entry_name(key: bytes, device) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
-def _header(name: str) -> bytes:
-    return _MAGIC + name.encode() + b"\n"
-
-
 def _device():
     import jax
 
@@ -299,8 +291,6 @@ def _device():
 def store(key: bytes, compiled) -> bool:
     """Write `compiled` (the jax.stages.Compiled of prewarm.program(key, ...)) to the disk; True
     if written."""
-    from kvax._src.attention.triton_launch import cache_dir
-
     folder = cache_dir("mosaic")
     if folder is None:
         return False
@@ -308,7 +298,7 @@ def store(key: bytes, compiled) -> bool:
     executable = compiled.runtime_executable()
     data = executable.client.serialize_executable(executable)
     name = entry_name(key, device)
-    return _write(os.path.join(folder, name + ".bin"), _header(name) + data)
+    return write_atomically(os.path.join(folder, name + ".bin"), _header(_MAGIC, name) + data)
 
 
 def load(key: bytes) -> bool:
@@ -316,20 +306,13 @@ def load(key: bytes) -> bool:
     was there and loaded."""
     from jax._src.lib import xla_client as xc
 
-    from kvax._src.attention.triton_launch import cache_dir
-
     folder = cache_dir("mosaic")
     if folder is None:
         return False
     device = _device()
     name = entry_name(key, device)
-    try:
-        with open(os.path.join(folder, name + ".bin"), "rb") as f:
-            blob = f.read()
-    except OSError:
+    data = _read(os.path.join(folder, name + ".bin"), _MAGIC, name)
+    if data is None:
         return False
-    header = _header(name)
-    if not blob.startswith(header):
-        return False
-    device.client.deserialize_executable(blob[len(header):], xc.DeviceList((device,)), None)
+    device.client.deserialize_executable(data, xc.DeviceList((device,)), None)
     return True

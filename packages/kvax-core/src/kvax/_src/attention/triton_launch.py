@@ -49,9 +49,9 @@ _local = threading.local()  # what the kernel being built in this thread compile
 def cache_dir(kind: str = "triton") -> str | None:
     """The cache folder of one kind of kernel ("triton", or "mosaic": the Mosaic kernels'
     lowered modules and compiled kernels, mosaic_cache.py), or None when disabled
-    (KVAX_CACHE_DIR=off). $KVAX_CACHE_DIR holds the
-    Triton entries itself and the Mosaic ones in its mosaic/ folder; by default each kind has
-    its folder under $XDG_CACHE_HOME/kvax (~/.cache/kvax)."""
+    (KVAX_CACHE_DIR=off). $KVAX_CACHE_DIR holds the Triton entries itself and the Mosaic ones
+    in its mosaic/ folder; by default each kind has its folder under $XDG_CACHE_HOME/kvax
+    (~/.cache/kvax)."""
     value = os.environ.get(_ENV)
     if value is not None:
         if value.strip().lower() in ("", "off", "0", "none"):
@@ -98,15 +98,24 @@ def read_entry(folder: str, key: str) -> dict | None:
 
 
 def write_entry(folder: str, key: str, entry: dict) -> None:
-    """Atomic: a temporary file in the same folder, renamed into place."""
+    write_atomically(os.path.join(folder, key + ".json"),
+                     json.dumps({**entry, "key": key}).encode())
+
+
+def write_atomically(path: str, data: bytes) -> bool:
+    """A temporary file in the same folder, renamed into place, so that concurrent processes
+    never read a partial entry; True if written. A read-only or full disk costs a rebuild,
+    never a failure."""
+    folder = os.path.dirname(path)
     try:
         os.makedirs(folder, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            json.dump({**entry, "key": key}, f)
-        os.replace(tmp, os.path.join(folder, key + ".json"))
-    except OSError:  # a read-only or full disk costs a rebuild, never a failure
-        pass
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except OSError:
+        return False
+    return True
 
 
 def register(kernel) -> None:
