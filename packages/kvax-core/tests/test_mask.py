@@ -1,3 +1,5 @@
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -164,6 +166,56 @@ def test_relabel_keeps_equality_across_queries_and_keys():
     q_lab, kv_lab = relabel_by_appearance(q, kv)
     np.testing.assert_array_equal(kv_lab, [[0, 0, 2, 0, -1, 5]])
     np.testing.assert_array_equal(q_lab, [[2, 0, 6 + 2, -1]])
+
+
+
+@pytest.mark.parametrize("b,n", [(1, 257), (3, 257), (1, 30011), (2, 30011)])
+def test_row_order_is_numpys_stable_lexsort(b, n):
+    """lexsort.row_order (the masks' sorts): each row's stable order by several int32 keys,
+    the extremes and repeats included, as numpy's lexsort gives it (its keys least significant
+    first, ties by index). On a Hopper GPU rows of 30011 are sorted by CUB, the short ones by
+    XLA."""
+    from kvax._src.attention.lexsort import row_order
+
+    rng = np.random.default_rng(11 + b)
+    values = np.asarray([-2**31, -2**31 + 1, -7, -1, 0, 1, 5, 2**31 - 2, 2**31 - 1], np.int32)
+    first, second = (rng.choice(values, (b, n)) for _ in range(2))
+    got = np.asarray(jax.jit(row_order)(jnp.asarray(first), jnp.asarray(second)))
+    for row in range(b):
+        want = np.lexsort((np.arange(n), second[row], first[row]))
+        np.testing.assert_array_equal(got[row], want)
+    np.testing.assert_array_equal(np.asarray(row_order(jnp.asarray(first))),
+                                  np.argsort(first, axis=1, kind="stable"))
+
+
+def test_masks_sort_only_as_cub_takes_it():
+    """XLA's GPU compiler hands a sort to CUB (no kernels of its own to compile) only for one
+    uint32 key with one array of values, in one row: every sort a Hopper step's masks make
+    (the ids' relabelling, the forward's key ranks) has that form, for several batch rows too."""
+    from kvax._src.attention import mask as mask_module
+    from kvax._src.config import PADDING_SEGMENT_ID as PAD
+
+    layout = packed_layout(3, batch=2, kv_len=300, num_docs=(2, 5))
+    pos, seg = jnp.asarray(layout.kv_positions), jnp.asarray(layout.kv_segment_ids)
+
+    def masks(p, s):
+        return mask_module.build_masks(p, s, p, s, fwd_params=P, bwd_params=BWD,
+                                       skip_pad_tokens=True, schedule=False)
+
+    from kvax._src.attention import mosaic_fwd
+
+    def ranks(p, s):
+        return mosaic_fwd.rank_layouts(p, s, p, s, 384, 384, pad_id=PAD,
+                                       variant=mask_module.MaskVariant())
+
+    for fn in (masks, ranks):
+        text = jax.jit(fn).lower(pos, seg).as_text()
+        sorts = re.findall(r'"stablehlo.sort"\(.*?\}\) : \(([^)]*)\)', text, re.DOTALL)
+        assert sorts and len(sorts) == text.count('"stablehlo.sort"')
+        for types in sorts:
+            assert re.fullmatch(r"tensor<(\d+)xui32>, tensor<\1xi32>", types), types
+        comparators = re.findall(r'"stablehlo.sort"\(.*?\}\) :', text, re.DOTALL)
+        assert all(c.count("stablehlo.compare") == 1 for c in comparators)
 
 
 VARIANTS = [dict(is_causal=False), dict(local_window_size=5), dict(local_window_size=(7, 0)),

@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from kvax._src.attention import runs
+from kvax._src.attention import lexsort, runs
 from kvax._src.attention.variant import MaskVariant
 from kvax._src.config import PADDING_SEGMENT_ID, FlashAttentionParamsConfig
 
@@ -136,11 +136,11 @@ def relabel_by_appearance(query_segment_ids: jax.Array, kv_segment_ids: jax.Arra
     Equal ids stay equal, different ids stay different, padding stays PADDING_SEGMENT_ID (new
     labels are >= 0), so the element rule is unchanged; labels grow along the row for contiguous
     documents, so block summaries are as tight as with ids numbered 0, 1, 2, .... Int32 [B, T] and
-    [B, S] in, the same out. One stable sort per row."""
+    [B, S] in, the same out. One stable sort per row (lexsort.row_order)."""
     s_len = kv_segment_ids.shape[1]
     both = jnp.concatenate([kv_segment_ids, query_segment_ids], axis=1)  # [B, S + T]
     length = both.shape[1]
-    order = jnp.argsort(both, axis=1, stable=True)  # by id, ties by index: first index leads
+    order = lexsort.row_order(both)  # by id, ties by index: the first index leads
     ids = jnp.take_along_axis(both, order, axis=1)
     idx = jnp.arange(length, dtype=jnp.int32)
     starts = jnp.concatenate([jnp.ones_like(ids[:, :1], bool), ids[:, 1:] != ids[:, :-1]], axis=1)

@@ -57,8 +57,12 @@ class MaskVariant:
         keys are one run of that order: its id, positions within its bounds. One sort of the
         keys together with two probes per query, the first bound and the last, placed before
         and after keys of equal (id, position): the keys before each item are a key's rank and
-        a query's interval ends. Queries with the padding id get the empty interval (0, -1)."""
+        a query's interval ends. The items go in as (first bounds, keys, last bounds), so that
+        ties of (id, position) keep that order (lexsort.row_order is stable). Queries with the
+        padding id get the empty interval (0, -1)."""
         from jax import lax
+
+        from kvax._src.attention.lexsort import row_order
 
         s, t = k_seg.shape[1], q_seg.shape[1]
         low, high = self.diff_bounds
@@ -66,16 +70,13 @@ class MaskVariant:
         # visible: q_pos - high <= k_pos <= q_pos - low (no overflow within the limits)
         first = jnp.full_like(q_pos, lowest) if high is None else q_pos - high
         last = jnp.full_like(q_pos, highest) if low is None else q_pos - low
-        items = [jnp.concatenate(x, axis=1) for x in (
-            (k_seg, q_seg, q_seg), (k_pos, first, last),
-            (jnp.ones_like(k_seg), jnp.zeros_like(q_seg), jnp.full_like(q_seg, 2)))]
-        index = lax.broadcasted_iota(jnp.int32, items[0].shape, 1)
-        *_, tag, order = lax.sort((*items, index), dimension=1, num_keys=3)
-        key = (tag == 1).astype(jnp.int32)
+        seg = jnp.concatenate([q_seg, k_seg, q_seg], axis=1)
+        order = row_order(seg, jnp.concatenate([first, k_pos, last], axis=1))
+        key = ((order >= t) & (order < t + s)).astype(jnp.int32)
         before = jnp.cumsum(key, axis=1, dtype=jnp.int32) - key  # keys before each item
         rows = lax.broadcasted_iota(jnp.int32, order.shape, 0)
         counts = jnp.zeros_like(order).at[rows, order].set(before, unique_indices=True)
-        rank, lo, end = counts[:, :s], counts[:, s:s + t], counts[:, s + t:]
+        lo, rank, end = counts[:, :t], counts[:, t:t + s], counts[:, t + s:]
         live = q_seg != pad_id
         return rank, jnp.where(live, lo, 0), jnp.where(live, end - 1, -1)
 
