@@ -5,8 +5,10 @@ jax's profiler (host tracer only, no Python tracer), then the compile's named C+
     python tools/dev/compile_profile.py --doc-median 1100 --backend auto --out OUT
     python tools/dev/compile_profile.py --doc-median 1100 --backend triton --out OUT
     python tools/dev/compile_profile.py --doc-median 1100 --mask-apart   # the masks' own call
+    python tools/dev/compile_profile.py --doc-median 1100 --warm   # a second process, profiled
 
-Each run is a fresh process with empty kernel caches (as first_call.py's cold one). Prints the
+Each run is a fresh process with empty kernel caches (as first_call.py's cold one); with --warm
+a first such process fills them unprofiled and a second one, profiled, finds them. Prints the
 lower / XLA / first-run seconds, then the ranges over --min-ms by phase (inputs, lower, xla,
 first_run), longest first: name, thread, count, total and longest milliseconds; writes
 OUT/compile_profile_BACKEND[_SWITCHES].json with every range over 1 ms and its start.
@@ -100,6 +102,8 @@ def main(argv=None):
     p.add_argument("--forward-only", action="store_true", help="a forward step only")
     p.add_argument("--mask-apart", action="store_true",
                    help="the masks built by a jitted call of their own first (phase inputs)")
+    p.add_argument("--warm", action="store_true",
+                   help="profile a second process, after a cold one filled the kernel caches")
     p.add_argument("--min-ms", type=float, default=50.0, help="print ranges this long or longer")
     p.add_argument("--out", default="bench-out")
     args = p.parse_args(argv)
@@ -113,12 +117,14 @@ def main(argv=None):
     env = cold_env(scratch)
     switches = [flag for flag, on in (("--forward-only", args.forward_only),
                                       ("--mask-apart", args.mask_apart)) if on]
-    out = subprocess.run([sys.executable, __file__, "--child", json.dumps(workload),
-                          "--backend", args.backend, "--trace-dir",
-                          os.path.join(scratch, "trace"), *switches],
-                         env=env, capture_output=True, text=True)
-    if out.returncode:
-        raise SystemExit(out.stderr[-3000:])
+    for i in range(1 + args.warm):  # with --warm the first process only fills the caches
+        out = subprocess.run([sys.executable, __file__, "--child", json.dumps(workload),
+                              "--backend", args.backend, "--trace-dir",
+                              os.path.join(scratch, f"trace{i}"), *switches],
+                             env=env, capture_output=True, text=True)
+        if out.returncode:
+            raise SystemExit(out.stderr[-3000:])
+    switches += ["--warm"] if args.warm else []
     result = json.loads(out.stdout.splitlines()[-1])
     print(f"{args.backend}{''.join(' ' + flag for flag in switches)}: masks apart "
           f"{result['mask_s']:.2f} s, lower {result['lower_s']:.2f} s, "

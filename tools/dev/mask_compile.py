@@ -1,6 +1,7 @@
 """What each part of create_attention_mask costs to compile, one part per fresh process (after a
 small warm-up compile, so that XLA's once-a-process start falls there): seconds to lower and to
-compile (XLA), its first and second runs, and the median of RUNS runs after them.
+compile (XLA), its first and second runs, the median of RUNS runs after them, and its sorts
+(in the step as lowered; after XLA's passes, those given to CUB and those XLA compiles).
 
     python tools/dev/mask_compile.py --part all [--doc-median 1100] [--seq-len 65536]
 
@@ -18,6 +19,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -103,6 +105,7 @@ def measure(part: str, workload: dict, profile: bool = False) -> dict:
         jax.block_until_ready(compiled(*args))
         times.append((time.perf_counter() - t) * 1e3)
     text = lowered.as_text()
+    optimized = compiled.as_text() or ""
     modules = []
     if profile:
         from compile_profile import ranges
@@ -115,7 +118,9 @@ def measure(part: str, workload: dict, profile: bool = False) -> dict:
                 first_run_s=t3 - t2, second_run_ms=(t4 - t3) * 1e3,
                 median_run_ms=float(np.median(times)),
                 hlo_ops=text.count(" = stablehlo."), whiles=text.count("stablehlo.while"),
-                sorts=text.count("stablehlo.sort"))
+                sorts=text.count("stablehlo.sort"),
+                cub_sorts=len(re.findall(r'custom_call_target="[^"]*cub[^"]*"', optimized, re.I)),
+                xla_sorts=len(re.findall(r"\bsort\(", optimized)))
 
 
 def main(argv=None):
@@ -149,7 +154,8 @@ def main(argv=None):
         print(f"{part:>18}: lower {row['lower_s']:.2f} s, compile {row['compile_s']:.2f} s, "
               f"first run {row['first_run_s']:.2f} s, second {row['second_run_ms']:.1f} ms "
               f"(median of {RUNS} after it {row['median_run_ms']:.2f} ms) "
-              f"({row['hlo_ops']} ops, {row['whiles']} while, {row['sorts']} sort; warm-up "
+              f"({row['hlo_ops']} ops, {row['whiles']} while, {row['sorts']} sort: "
+              f"{row['cub_sorts']} by CUB, {row['xla_sorts']} by XLA; warm-up "
               f"{row['warm_up_s']:.2f} s)", flush=True)
         for ms, name in row["longest_modules"]:
             print(f"{'':>20}LLVM module {name}: {ms:.0f} ms", flush=True)
