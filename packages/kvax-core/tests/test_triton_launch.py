@@ -19,7 +19,8 @@ class Result:
 
 
 class FakeLib:
-    """jaxlib's gpu_triton: records how kernels are built."""
+    """jaxlib's gpu_triton: records how kernels are built; a call's proto is its kernel's
+    TritonKernel message inside a TritonKernelCall inside a TritonAnyKernelCall."""
 
     def __init__(self):
         self.kernels = []
@@ -27,6 +28,18 @@ class FakeLib:
     def TritonKernel(self, name, num_warps, num_ctas, shared, ptx, ttir, cc, **extra):  # noqa: N802
         self.kernels.append(dict(name=name, num_warps=num_warps, ptx=ptx, ttir=ttir, **extra))
         return ("kernel", ttir, num_warps, tuple(sorted(extra.items())))
+
+    def TritonKernelCall(self, kernel, *grid_and_params):  # noqa: N802
+        return FakeCall(kernel)
+
+
+class FakeCall:
+    def __init__(self, kernel):
+        self.kernel = kernel
+
+    def to_proto(self, name, metadata):
+        kernel = cache._message(1, self.kernel[0].encode()) + cache._message(5, b"ttir")
+        return cache._message(1, cache._message(1, kernel)) + cache._message(4, name.encode())
 
 
 class FakeJaxTriton:
@@ -46,8 +59,10 @@ class FakeJaxTriton:
 
     def _our_compile(self, ttir, backend, options, cc):
         tma = "tma" in ttir
+        cubin = None if "no ptxas" in ttir else b"\x7fELF cubin of " + ttir.encode()
         return dict(ptx=f"ptx of {ttir}", name="kvax_fwd", shared=1234,
-                    total_warps=10 if tma else 8, scratch=128 if tma else 0, scratch_align=128)
+                    total_warps=10 if tma else 8, scratch=128 if tma else 0, scratch_align=128,
+                    cubin=cubin)
 
     def get_or_create(self, backend_init_func, platform, fn, arg_dtypes, scalar_args, **kw):
         self.built.append(fn.source)
@@ -141,6 +156,85 @@ def test_tma_scratch_and_real_warps_reach_the_kernel(monkeypatch, tmp_path):
     assert plain[2] == 8 and plain[3] == ()  # no scratch: jaxlib's defaults
 
 
+def launched_image(jt, kernel):
+    """The module image a launch of this kernel carries (the fake proto parsed back), or None."""
+    proto = jt.lib.TritonKernelCall(kernel, 1, 1, 1, []).to_proto("call", b"")
+    (kernel_call,) = [p for f, _, p, _ in cache._fields(proto) if f == 1]
+    (message,) = [p for f, _, p, _ in cache._fields(kernel_call) if f == 1]
+    images = [p for f, _, p, _ in cache._fields(message) if f == 11]
+    return {f: p for f, _, p, _ in cache._fields(images[0])} if images else None
+
+
+@pytest.mark.parametrize("disk", [True, False])
+def test_launch_carries_the_cubin(monkeypatch, tmp_path, disk):
+    """A kernel whose build made a cubin launches with it as jaxlib's module image (object
+    file, kernel name), freshly built and read from the disk, and with the disk off; a kernel
+    whose ptxas step failed launches as before (jaxlib compiles its PTX)."""
+    monkeypatch.setenv("KVAX_CACHE_DIR", str(tmp_path) if disk else "off")
+    for jt in (FakeJaxTriton(monkeypatch), FakeJaxTriton(monkeypatch)):  # built, then read
+        image = launched_image(jt, build(jt, Kernel("module 5"))[0])
+        assert image[1] == b"\x7fELF cubin of module 5" and image[2] == b"kvax_fwd"
+        assert launched_image(jt, build(jt, Kernel("no ptxas 6"))[0]) is None
+    if disk:
+        entries = [json.loads(p.read_text()) for p in tmp_path.glob("*.json")]
+        assert sorted(e["cubin"] is None for e in entries) == [False, True]
+
+
+def test_module_image_is_jaxlibs_field():
+    """with_module_image against jaxlib's triton.proto (the messages it touches, built with
+    protobuf's own parser): the kernel gains module_image {object_file, kernel_name,
+    shared_mem_bytes}, every other field as it was; an autotuned call, or a kernel that has
+    an image, is left alone."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    f = descriptor_pb2.FileDescriptorProto(name="t.proto", package="t", syntax="proto3")
+    T = descriptor_pb2.FieldDescriptorProto  # noqa: N806
+
+    def message(name, *fields):
+        m = f.message_type.add(name=name)
+        for field_name, number, kind, type_name, repeated in fields:
+            m.field.add(name=field_name, number=number, type=kind, type_name=type_name,
+                        label=T.LABEL_REPEATED if repeated else T.LABEL_OPTIONAL)
+
+    message("Image", ("object_file", 1, T.TYPE_BYTES, None, False),
+            ("kernel_name", 2, T.TYPE_STRING, None, False),
+            ("shared_mem_bytes", 3, T.TYPE_UINT32, None, False))
+    message("Kernel", ("kernel_name", 1, T.TYPE_STRING, None, False),
+            ("num_warps", 2, T.TYPE_UINT32, None, False),
+            ("ptx", 4, T.TYPE_STRING, None, False),
+            ("module_image", 11, T.TYPE_MESSAGE, ".t.Image", False),
+            ("global_scratch_size", 12, T.TYPE_UINT32, None, False))
+    message("Call", ("kernel", 1, T.TYPE_MESSAGE, ".t.Kernel", False),
+            ("grid_0", 2, T.TYPE_UINT32, None, False),
+            ("parameters", 5, T.TYPE_UINT64, None, True))
+    message("Any", ("kernel_call", 1, T.TYPE_MESSAGE, ".t.Call", False),
+            ("autotuned_kernel_call", 2, T.TYPE_BYTES, None, False),
+            ("metadata", 3, T.TYPE_BYTES, None, False), ("name", 4, T.TYPE_STRING, None, False))
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(f)
+    Any = message_factory.GetMessageClass(pool.FindMessageTypeByName("t.Any"))  # noqa: N806
+    call = Any(name="fwd", metadata=b"\x00\x01meta")
+    call.kernel_call.grid_0 = 300
+    call.kernel_call.parameters.extend([1, 2**40])
+    call.kernel_call.kernel.kernel_name = "kvax_fwd"
+    call.kernel_call.kernel.num_warps = 8
+    call.kernel_call.kernel.ptx = "x" * 200  # lengths past one byte of varint
+    call.kernel_call.kernel.global_scratch_size = 128
+    cubin = b"\x7fELF" + bytes(range(256)) * 600
+    got = Any.FromString(cache.with_module_image(call.SerializeToString(), cubin, "kvax_fwd",
+                                                 70000))
+    image = got.kernel_call.kernel.module_image
+    assert (image.object_file, image.kernel_name, image.shared_mem_bytes) == (cubin, "kvax_fwd",
+                                                                              70000)
+    got.kernel_call.kernel.ClearField("module_image")
+    assert got == call
+    tuned = Any(name="tuned", autotuned_kernel_call=b"configs").SerializeToString()
+    assert cache.with_module_image(tuned, cubin, "kvax_fwd", 1) == tuned
+    call.kernel_call.kernel.module_image.kernel_name = "theirs"
+    once = call.SerializeToString()
+    assert cache.with_module_image(once, cubin, "kvax_fwd", 1) == once
+
+
 def test_registered_kernels_get_the_layer():
     class Elsewhere(Kernel):
         __module__ = "tests.my_tma_kernel"
@@ -196,6 +290,80 @@ print(json.dumps([np.asarray(x, np.float32).tobytes().hex()[:4000] for x in res]
     assert len([p for p in os.listdir(tmp_path) if p.endswith(".json")]) == 2  # fwd and bwd
 
 
+_PTXAS_CHILD = """
+import json, os, sys, jax, jax.numpy as jnp, numpy as np
+mode, broken = sys.argv[1], sys.argv[2] == "broken"
+
+
+def run(fn, *args):  # compiled first; with `broken`, jaxlib's ptxas refuses to run afterwards
+    compiled = jax.jit(fn).lower(*args).compile()
+    if broken:
+        os.environ["JAX_TRITON_PTXAS_EXTRA_FLAGS"] = "--kvax-no-such-ptxas-flag"
+    return jax.block_until_ready(compiled(*args))
+
+
+if mode == "theirs":  # a Triton kernel of someone else's, through jax-triton alone
+    import jax_triton as jt, triton, triton.language as tl
+    @triton.jit
+    def add_one(x_ref, o_ref, n: tl.constexpr):
+        i = tl.arange(0, n)
+        tl.store(o_ref + i, tl.load(x_ref + i) + 1.0)
+    x = jnp.arange(128, dtype=jnp.float32)
+    out = run(lambda x: jt.triton_call(x, kernel=add_one, out_shape=x, grid=(1,), n=128), x)
+    print(json.dumps([float(out.sum())]))
+    sys.exit(0)
+from kvax._src.attention import triton_launch
+if mode == "jaxlib":  # no cubin from the build: jaxlib compiles the PTX at the launch
+    triton_launch.make_cubin = lambda *args: None
+from kvax.ops import flash_attention
+from kvax_testing import packed_batch
+b = packed_batch(5, batch=1, kv_len=333, num_heads=4, num_kv_heads=2, head_dim=64,
+                 dtype="bfloat16", num_docs=3, pad_tokens=13)
+lay = [jnp.asarray(a) for a in b.layout.arrays]
+f = lambda q, k, v: flash_attention(q, k, v, *lay, scale=0.125, backend="triton")
+loss = lambda q, k, v: jnp.sum(f(q, k, v).astype(jnp.float32))
+res = run(lambda q, k, v: (f(q, k, v), *jax.grad(loss, argnums=(0, 1, 2))(q, k, v)),
+          *(jnp.asarray(x) for x in (b.query, b.key, b.value)))
+print(json.dumps([np.asarray(x, np.float32).tobytes().hex() for x in res]))
+"""
+
+
+@pytest.mark.gpu
+def test_kernels_launch_without_jaxlibs_ptxas(tmp_path):
+    """The forward and backward kernels launch with the cubins their builds made (in the
+    launch's module image): a process builds them (cubins to the disk), and a second one reads
+    them and runs even with jaxlib's ptxas made to fail once the step is compiled (an unknown
+    flag in JAX_TRITON_PTXAS_EXTRA_FLAGS, which jaxlib reads at the first launch); their outputs
+    and gradients are bitwise those of a process where jaxlib compiled the PTX itself. A Triton
+    kernel not launched through kvax fails the same way, so the flag does reach jaxlib's
+    ptxas."""
+    import subprocess
+    import sys
+
+    child = tmp_path / "child.py"  # Triton's jit needs its kernel's source in a file
+    child.write_text(_PTXAS_CHILD)
+    cache_dir = tmp_path / "cache"
+
+    def run(mode, folder, state):
+        env = dict(os.environ, KVAX_CACHE_DIR=folder)
+        env.pop("JAX_TRITON_PTXAS_EXTRA_FLAGS", None)
+        return subprocess.run([sys.executable, str(child), mode, state], env=env,
+                              capture_output=True, text=True)
+
+    theirs = run("theirs", "off", "broken")
+    assert theirs.returncode != 0 and "kvax-no-such-ptxas-flag" in theirs.stderr, (
+        theirs.stderr[-2000:])
+    outputs = []
+    for mode, folder, state in (("theirs", "off", "ok"), ("ours", str(cache_dir), "ok"),
+                                ("ours", str(cache_dir), "broken"), ("jaxlib", "off", "ok")):
+        done = run(mode, folder, state)
+        assert done.returncode == 0, done.stderr[-3000:]
+        outputs.append(done.stdout.splitlines()[-1])
+    assert outputs[1] == outputs[2] == outputs[3]
+    entries = [json.loads(p.read_text()) for p in cache_dir.glob("*.json")]
+    assert len(entries) == 2 and all(e["cubin"] for e in entries)
+
+
 triton = pytest.importorskip("triton")
 import triton.language as tl  # noqa: E402
 
@@ -234,6 +402,56 @@ def test_tma_ws_kernel_metadata_asks_for_scratch_and_warps():
                               options=dict(num_warps=4, num_stages=3))
     assert compiled.metadata.global_scratch_size > 0
     assert compiled.metadata.num_warps > 4
+
+
+def test_build_makes_a_cubin_for_hopper(monkeypatch):
+    """compile_to_ptx, as the launch layer runs it on jax-triton's TTIR, compiled for sm_90 on
+    CPU: with the PTX, Triton's bundled ptxas run with jaxlib's command line gives an ELF cubin
+    for sm_90a; with a flag it refuses, or no ptxas, no cubin (jaxlib compiles at the
+    launch)."""
+    from triton._C.libtriton import ir
+    from triton.backends.compiler import GPUTarget
+    from triton.backends.nvidia.compiler import CUDABackend
+    from triton.compiler import ASTSource
+    from triton.compiler.code_generator import ast_to_ttir
+
+    consts = dict(M=M, N=N, K=K, BM=BM, BN=BN, BK=BK)
+    signature = {"A": "*bf16", "B": "*bf16", "C": "*bf16", **{n: "constexpr" for n in consts}}
+    backend = CUDABackend(GPUTarget("cuda", 90, 32))
+    options = backend.parse_options(dict(num_warps=4, num_stages=3))
+    context = ir.context()
+    ir.load_dialects(context)
+    backend.load_dialects(context)
+    src = ASTSource(fn=_tma_ws_matmul, signature=signature, constexprs=consts,
+                    attrs={(i,): [["tt.divisibility", 16]] for i in range(3)})
+    ttir = ast_to_ttir(_tma_ws_matmul, src, context=context, options=options,
+                       codegen_fns=backend.get_codegen_implementation(options),
+                       module_map=backend.get_module_map())
+    assert cache.ptxas_path(90).endswith("ptxas")
+    built = cache.compile_to_ptx(ttir, backend, options, 90)
+    assert ".target sm_90a" in built["ptx"] and built["name"] in built["ptx"]
+    assert built["cubin"][:4] == b"\x7fELF"
+    assert built["name"].encode() in built["cubin"]
+    monkeypatch.setenv("JAX_TRITON_PTXAS_EXTRA_FLAGS", "--kvax-no-such-ptxas-flag")
+    assert cache.make_cubin(built["ptx"], 90) is None
+    monkeypatch.setattr(cache, "ptxas_path", lambda cc: None)
+    monkeypatch.delenv("JAX_TRITON_PTXAS_EXTRA_FLAGS")
+    assert cache.make_cubin(built["ptx"], 90) is None
+
+
+def test_ptxas_command_line_is_jaxlibs(monkeypatch):
+    """jaxlib's flags for a Triton kernel (architecture with Hopper's "a", spills reported, the
+    user's extra flags and device debug), and the cache key moves with the user's flags."""
+    monkeypatch.delenv("JAX_TRITON_PTXAS_EXTRA_FLAGS", raising=False)
+    monkeypatch.delenv("JAX_TRITON_PTXAS_DEVICE_DEBUG", raising=False)
+    assert cache.ptxas_flags(90) == ["-arch=sm_90a", "--warn-on-spills"]
+    assert cache.ptxas_flags(80) == ["-arch=sm_80", "--warn-on-spills"]
+    plain = cache.entry_key("src")
+    monkeypatch.setenv("JAX_TRITON_PTXAS_EXTRA_FLAGS", "-O1  --x")
+    monkeypatch.setenv("JAX_TRITON_PTXAS_DEVICE_DEBUG", "true")
+    assert cache.ptxas_flags(100) == ["-arch=sm_100a", "--warn-on-spills", "-O1", "--x",
+                                      "--device-debug"]
+    assert cache.entry_key("src") != plain
 
 
 @pytest.mark.gpu

@@ -18,20 +18,27 @@ it the launch gets too few threads). Here, for kernels launched through kvax
   source, the jit functions it calls and the constexpr globals it reads), the argument types,
   scalars, constexprs and launch options, the compute capability and the versions of triton,
   jax-triton and jaxlib. An entry holds what jaxlib needs to launch (PTX, TTIR, name, shared
-  memory, warps, scratch, argument attributes), so a hit skips Triton's front end and compiler
-  both. Entries are written to a temporary file and renamed into place, so concurrent processes
-  never read a partial entry; a corrupt entry is rebuilt.
+  memory, warps, scratch, argument attributes, and the cubin), so a hit skips Triton's front end
+  and compiler both. Entries are written to a temporary file and renamed into place, so
+  concurrent processes never read a partial entry; a corrupt entry is rebuilt.
+- The cubin: jaxlib runs ptxas on a kernel's PTX at its first launch in every process (1.1-2.0
+  s for the forward and backward kernels on an H200: a warm Triton step's whole first run), and
+  keeps the result in memory only. Triton's own ptxas (the one its PTX is written for) runs here
+  with jaxlib's flags (`make_cubin`) when the kernel is built, its cubin goes in the entry, and
+  the launch carries it as jaxlib's `TritonKernel.module_image` (`with_module_image`), which
+  jaxlib loads instead of compiling. Where that ptxas is missing or fails, the kernel launches
+  as before.
 
 Location: $KVAX_CACHE_DIR, else $XDG_CACHE_HOME/kvax/triton, else ~/.cache/kvax/triton (the
 Mosaic kernels' entries, mosaic_cache.py, in $KVAX_CACHE_DIR/mosaic or .../kvax/mosaic).
-KVAX_CACHE_DIR=off disables the cache (not the launch fixes). What stays per process: ptxas
-(jaxlib turns the PTX into a cubin at the first launch and caches it in memory only) and XLA's
+KVAX_CACHE_DIR=off disables the cache (not the launch fixes). What stays per process: XLA's
 compilation of the program around the kernels (JAX's persistent cache,
 `jax_compilation_cache_dir`, covers that).
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import importlib.metadata
 import json
@@ -40,10 +47,12 @@ import tempfile
 import threading
 
 _ENV = "KVAX_CACHE_DIR"
+_ENTRY_FORMAT = 2  # 2: entries hold the cubin (earlier ones did not: a new key, rebuilt once)
 _lock = threading.Lock()
 _installed = False
 _registered: set = set()  # kernels launched through kvax (triton_common.launch)
 _local = threading.local()  # what the kernel being built in this thread compiled to
+_images: dict = {}  # id(jaxlib kernel) -> (kernel, cubin, name, shared): launched with its cubin
 
 
 def cache_dir(kind: str = "triton") -> str | None:
@@ -74,7 +83,7 @@ def import_jax_triton():
 
 
 def _versions() -> str:
-    out = []
+    out = [f"entry-format={_ENTRY_FORMAT}"]
     for name in ("triton", "jax-triton", "jaxlib"):
         try:
             out.append(f"{name}={importlib.metadata.version(name)}")
@@ -84,7 +93,9 @@ def _versions() -> str:
 
 
 def entry_key(*parts) -> str:
-    text = "\n".join([_versions(), *map(repr, parts)])
+    flags = [os.environ.get(f"JAX_TRITON_PTXAS_{name}", "") for name in ("EXTRA_FLAGS",
+                                                                          "DEVICE_DEBUG")]
+    text = "\n".join([_versions(), *map(repr, parts), repr(flags)])
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -137,7 +148,124 @@ def compile_to_ptx(ttir, backend, options, compute_capability) -> dict:
     return dict(ptx=ptx, name=meta["name"], shared=meta["shared"],
                 total_warps=meta.get("num_warps"),
                 scratch=int(meta.get("global_scratch_size") or 0),
-                scratch_align=int(meta.get("global_scratch_align") or 1))
+                scratch_align=int(meta.get("global_scratch_align") or 1),
+                cubin=make_cubin(ptx, compute_capability))
+
+
+def ptxas_path(compute_capability: int) -> str | None:
+    """Triton's own ptxas for this GPU (bundled with triton, the version its PTX is written for;
+    TRITON_PTXAS_PATH overrides it, as for Triton's runtime), or None if there is none."""
+    try:
+        from triton.backends.nvidia.compiler import get_ptxas
+
+        path = get_ptxas(compute_capability).path
+    except Exception:  # noqa: BLE001  (no ptxas: jaxlib compiles at the launch)
+        return None
+    return path if path and os.access(path, os.X_OK) else None
+
+
+def ptxas_flags(compute_capability: int) -> list[str]:
+    """jaxlib's ptxas command line for a Triton kernel (its CompileGpuAsm): the architecture
+    (sm_90a from Hopper on), spills reported, and the user's JAX_TRITON_PTXAS_EXTRA_FLAGS and
+    JAX_TRITON_PTXAS_DEVICE_DEBUG."""
+    suffix = "a" if compute_capability >= 90 else ""
+    flags = [f"-arch=sm_{compute_capability}{suffix}", "--warn-on-spills"]
+    flags += os.environ.get("JAX_TRITON_PTXAS_EXTRA_FLAGS", "").split()
+    if (os.environ.get("JAX_TRITON_PTXAS_DEVICE_DEBUG", "").lower() in ("1", "true")
+            and not {"--device-debug", "-g"} & set(flags)):
+        flags.append("--device-debug")
+    return flags
+
+
+def make_cubin(ptx: str, compute_capability: int) -> bytes | None:
+    """The cubin of this PTX, made now by Triton's ptxas with jaxlib's command line; None where
+    that ptxas is not found or fails (jaxlib then compiles the PTX at the launch as before, and
+    reports any error itself)."""
+    ptxas = ptxas_path(compute_capability)
+    if ptxas is None:
+        return None
+    import subprocess
+
+    with tempfile.TemporaryDirectory(prefix="kvax-ptxas-") as folder:
+        source, cubin = os.path.join(folder, "kernel.ptx"), os.path.join(folder, "kernel.cubin")
+        with open(source, "w") as f:
+            f.write(ptx)
+        done = subprocess.run([ptxas, source, "-o", cubin, *ptxas_flags(compute_capability)],
+                              capture_output=True)
+        if done.returncode or not os.path.exists(cubin):
+            return None
+        with open(cubin, "rb") as f:
+            data = f.read()
+    return data if data[:4] == b"\x7fELF" else None
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        low, value = value & 0x7F, value >> 7
+        out.append(low | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _message(field: int, payload: bytes) -> bytes:
+    return _varint(field << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _read_varint(data: bytes, i: int) -> tuple[int, int]:
+    value, shift = 0, 0
+    while True:
+        byte = data[i]
+        i += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return value, i
+
+
+def _fields(data: bytes):
+    """(field number, wire type, payload, the field's whole bytes) of one protobuf message;
+    payload is empty but for length-delimited fields."""
+    i = 0
+    while i < len(data):
+        start = i
+        tag, i = _read_varint(data, i)
+        wire, payload = tag & 7, b""
+        if wire == 0:
+            i = _read_varint(data, i)[1]
+        elif wire in (1, 5):
+            i += 8 if wire == 1 else 4
+        elif wire == 2:
+            length, i = _read_varint(data, i)
+            payload, i = data[i:i + length], i + length
+        else:
+            raise ValueError(f"protobuf wire type {wire} is not expected here")
+        yield tag >> 3, wire, payload, data[start:i]
+
+
+def with_module_image(call: bytes, cubin: bytes, name: str, shared: int) -> bytes:
+    """jaxlib's serialized TritonAnyKernelCall (`TritonKernelCall.to_proto`) with the kernel's
+    `module_image` set (TritonKernel field 11: ModuleImageProto's object_file 1, kernel_name
+    2, shared_mem_bytes 3), which jaxlib's launch loads instead of running ptxas (jaxlib 0.11's
+    triton.proto). Calls that are not a single kernel call, or already carry an image, are
+    returned as they are."""
+    image = (_message(1, cubin) + _message(2, name.encode())
+             + _varint(3 << 3) + _varint(shared))
+
+    def rebuild(data, field, inner):
+        out, done = [], False
+        for number, wire, payload, whole in _fields(data):
+            if number == field and wire == 2 and not done:
+                whole, done = _message(field, inner(payload)), True
+            out.append(whole)
+        return b"".join(out)
+
+    def kernel(data):
+        if any(number == 11 for number, *_ in _fields(data)):
+            return data
+        return data + _message(11, image)
+
+    return rebuild(call, 1, lambda kernel_call: rebuild(kernel_call, 1, kernel))
 
 
 def capturing(compile_ttir, make_result):
@@ -184,6 +312,37 @@ class KernelLib:
         warps, extra = launch_kwargs(capture, num_warps)
         return self._lib.TritonKernel(name, warps, num_ctas, shared, ptx, ttir, cc, **extra)
 
+    def TritonKernelCall(self, kernel, *args):  # noqa: N802
+        call = self._lib.TritonKernelCall(kernel, *args)
+        image = _images.get(id(kernel))
+        return call if image is None or image[0] is not kernel else WithImage(call, image[1:])
+
+    def TritonAutotunedKernelCall(self, name, calls, aliases):  # noqa: N802
+        calls = [(getattr(call, "call", call), about) for call, about in calls]
+        return self._lib.TritonAutotunedKernelCall(name, calls, aliases)
+
+
+class WithImage:
+    """jaxlib's TritonKernelCall whose serialized form carries the kernel's cubin."""
+
+    def __init__(self, call, image):
+        self.call, self.image = call, image
+
+    def __getattr__(self, name):
+        return getattr(self.call, name)
+
+    def to_proto(self, *args):
+        return with_module_image(self.call.to_proto(*args), *self.image)
+
+
+def remember_image(kernel, entry: dict) -> None:
+    """Launch this jaxlib kernel with the cubin its build or its entry holds, if any."""
+    cubin = entry.get("cubin")
+    if isinstance(cubin, str):
+        cubin = base64.b64decode(cubin)
+    if cubin:
+        _images[id(kernel)] = (kernel, cubin, entry["name"], int(entry["shared"]))
+
 
 def cached(get_or_create, make_kernel, compute_capability_of):
     """jax-triton's get_or_create_triton_kernel(backend_init_func, platform, fn, arg_dtypes,
@@ -207,10 +366,13 @@ def cached(get_or_create, make_kernel, compute_capability_of):
             return get_or_create(backend_init_func, platform, fn, arg_dtypes, scalar_args, **kw)
         folder = cache_dir()
         if folder is None:
-            return build(backend_init_func, platform, fn, arg_dtypes, scalar_args, **kw)[:2]
+            kernel, attrs, captured = build(backend_init_func, platform, fn, arg_dtypes,
+                                            scalar_args, **kw)
+            remember_image(kernel, captured)
+            return kernel, attrs
         cc = kw.get("compute_capability") or compute_capability_of()
         num_warps = kw.get("num_warps") or 4
-        key = entry_key(fn.cache_key, list(arg_dtypes), list(scalar_args), cc,
+        key = entry_key(fn.cache_key, list(arg_dtypes), list(scalar_args), cc, ptxas_path(cc),
                         sorted((k, v) for k, v in kw.items() if k not in ("metaparams",
                                                                           "compute_capability")),
                         sorted(dict(kw.get("metaparams") or {}).items()))
@@ -221,14 +383,18 @@ def cached(get_or_create, make_kernel, compute_capability_of):
             kernel, attrs, captured = build(backend_init_func, platform, fn, arg_dtypes,
                                             scalar_args, **kw)
             if captured.get("ptx"):  # empty when jax-triton answered from its own memory
+                cubin = captured.get("cubin")
                 write_entry(folder, key, dict(
                     captured, num_warps=num_warps, num_ctas=kw.get("num_ctas") or 1, cc=cc,
-                    attrs=[[list(i), a] for i, a in attrs.items()]))
+                    attrs=[[list(i), a] for i, a in attrs.items()],
+                    cubin=base64.b64encode(cubin).decode() if cubin else None))
+            remember_image(kernel, captured)
             memory[key] = (kernel, attrs)
             return kernel, attrs
         warps, extra = launch_kwargs(entry, entry["num_warps"])
         kernel = make_kernel(entry["name"], warps, entry["num_ctas"], entry["shared"],
                              entry["ptx"], entry["ttir"], entry["cc"], **extra)
+        remember_image(kernel, entry)
         attrs = {tuple(i): a for i, a in entry["attrs"]}
         memory[key] = (kernel, attrs)
         return kernel, attrs
