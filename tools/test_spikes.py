@@ -450,3 +450,15 @@ def test_det_bwd_spike_evict_last_rewrites_only_the_reduce_adds(monkeypatch):
         "@$0 cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group"
         ".L2::cache_hint [$2,{$3,$4}], [$1], policy; }",
         "cp.async.bulk.commit_group;"]
+
+
+def test_cubin_ab_runs_both_kinds_in_turns(capsys):
+    """On CPU (the XLA path: no Triton kernel, so none carries a cubin): both kinds run in
+    fresh processes, in turns, with their medians."""
+    import cubin_ab
+
+    rows = cubin_ab.main(["--seq-len", "512", "--num-segments", "3", "--num-pad-tokens", "10",
+                          "--backend", "auto", "--rounds", "2", "--calls", "2"])
+    assert [row["kind"] for row in rows] == ["kvax", "jaxlib", "jaxlib", "kvax"]
+    assert all(row["images"] == 0 and row["median_ms"] > 0 for row in rows)
+    assert "kvax: medians" in capsys.readouterr().out
