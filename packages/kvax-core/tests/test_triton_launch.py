@@ -32,6 +32,9 @@ class FakeLib:
     def TritonKernelCall(self, kernel, *grid_and_params):  # noqa: N802
         return FakeCall(kernel)
 
+    def TritonAutotunedKernelCall(self, name, calls, aliases):  # noqa: N802
+        return [call for call, _ in calls]  # jaxlib takes its own calls only
+
 
 class FakeCall:
     def __init__(self, kernel):
@@ -178,6 +181,12 @@ def test_launch_carries_the_cubin(monkeypatch, tmp_path, disk):
     if disk:
         entries = [json.loads(p.read_text()) for p in tmp_path.glob("*.json")]
         assert sorted(e["cubin"] is None for e in entries) == [False, True]
+    # autotuned configs (several calls in one) go to jaxlib as its own calls, without images
+    with_image = jt.lib.TritonKernelCall(build(jt, Kernel("module 5"))[0], 1, 1, 1, [])
+    plain = FakeCall(("kernel",))
+    assert isinstance(with_image, cache.WithImage)
+    assert jt.lib.TritonAutotunedKernelCall("tuned", [(with_image, "a"), (plain, "b")], ()) == [
+        with_image.call, plain]
 
 
 def test_module_image_is_jaxlibs_field():

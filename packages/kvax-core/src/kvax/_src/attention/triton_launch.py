@@ -318,7 +318,8 @@ class KernelLib:
         return call if image is None or image[0] is not kernel else WithImage(call, image[1:])
 
     def TritonAutotunedKernelCall(self, name, calls, aliases):  # noqa: N802
-        calls = [(getattr(call, "call", call), about) for call, about in calls]
+        calls = [(call.call if isinstance(call, WithImage) else call, about)
+                 for call, about in calls]
         return self._lib.TritonAutotunedKernelCall(name, calls, aliases)
 
 
