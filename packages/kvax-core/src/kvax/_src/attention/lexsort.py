@@ -3,9 +3,10 @@
 XLA's GPU compiler replaces a sort by CUB's radix sort (one library call, nothing to compile)
 only for a plain comparison of one key, alone or with one array of values, the key unsigned
 where there are values, and on a Hopper GPU where CUB is the faster: for 32-bit keys, one row of
-more than about 22k elements. Any other sort is XLA's own: the mask's sort of a 64k-token row by
-three keys compiled to dozens of kernels (its LLVM module 0.3 s of every new step's compile) and
-took about 0.4 ms a call (docs/bench/h200-2026-11-28-compile/). So a row is ordered here by one
+more than about 22k elements. Any other sort is XLA's own: the key ranks' sort of a 64k-token row
+by three keys compiled to several kernels (0.25-0.43 s of LLVM in every new step's compile), and
+the ranks took 0.35-0.45 ms to build with it, 0.28 ms this way, compiling in 0.26-0.33 s instead
+of 0.74-0.90 s (H200, docs/bench/h200-2026-11-29-cub-sorts/). So a row is ordered here by one
 stable pass per key, the least significant first, each pass a (uint32 key, index) pair sorted
 over the whole batch flattened into one row, and a last pass by batch row where there are several.
 Stability makes the passes compose: equal keys keep the order the earlier passes gave them.
