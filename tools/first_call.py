@@ -132,8 +132,7 @@ def cold_env(folder: str) -> dict:
 def run(args) -> list[dict]:
     """Fresh processes, one after another (cold, warm, warm again: args.processes of them);
     args from parse_args."""
-    workload = dict(seq_len=args.seq_len, num_segments=args.num_segments,
-                    num_pad_tokens=args.num_pad_tokens, doc_median=args.doc_median)
+    workload = workload_of(args)
     backend = args.backend
     switches = ["--" + name.replace("_", "-") for name in SWITCHES if getattr(args, name)]
     step = "forward" if args.forward_only else "forward+backward"
@@ -179,6 +178,12 @@ def workload_parser(doc: str) -> argparse.ArgumentParser:
     p.add_argument("--doc-median", type=int, default=None,
                    help="log-normal document lengths with this median instead of --num-segments")
     return p
+
+
+def workload_of(args: argparse.Namespace) -> dict:
+    """The Workload keywords of workload_parser's arguments (as the child gets them, in JSON)."""
+    return dict(seq_len=args.seq_len, num_segments=args.num_segments,
+                num_pad_tokens=args.num_pad_tokens, doc_median=args.doc_median)
 
 
 def parse_args(argv=None) -> argparse.Namespace:

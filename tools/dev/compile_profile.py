@@ -27,7 +27,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from first_call import cold_env, training_step, workload_parser  # noqa: E402
+from first_call import cold_env, training_step, workload_of, workload_parser  # noqa: E402
 from workloads import Workload  # noqa: E402
 
 
@@ -111,8 +111,7 @@ def main(argv=None):
         print(json.dumps(child(json.loads(args.child), args.backend, args.trace_dir,
                                args.forward_only, args.mask_apart)))
         return
-    workload = dict(seq_len=args.seq_len, num_segments=args.num_segments,
-                    num_pad_tokens=args.num_pad_tokens, doc_median=args.doc_median)
+    workload = workload_of(args)
     scratch = tempfile.mkdtemp(prefix="kvax-compile-")
     env = cold_env(scratch)
     switches = [flag for flag, on in (("--forward-only", args.forward_only),

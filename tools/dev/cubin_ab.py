@@ -21,7 +21,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from first_call import training_step, workload_parser  # noqa: E402
+from first_call import training_step, workload_of, workload_parser  # noqa: E402
 from workloads import Workload  # noqa: E402
 
 KINDS = ("kvax", "jaxlib")  # whose ptxas made the cubin the kernels run
@@ -55,8 +55,7 @@ def main(argv=None):
     p.add_argument("--calls", type=int, default=20)
     p.add_argument("--forward-only", action="store_true")
     args = p.parse_args(argv)
-    workload = dict(seq_len=args.seq_len, num_segments=args.num_segments,
-                    num_pad_tokens=args.num_pad_tokens, doc_median=args.doc_median)
+    workload = workload_of(args)
     if args.child:
         print(json.dumps(child(json.loads(args.child), args.kind, args.backend, args.calls,
                                args.forward_only)))

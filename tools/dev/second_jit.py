@@ -21,7 +21,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from first_call import cold_env, kernel_counts, training_step, workload_parser  # noqa: E402
+from first_call import (  # noqa: E402
+    cold_env, kernel_counts, training_step, workload_of, workload_parser)
 from workloads import Workload  # noqa: E402
 
 
@@ -54,8 +55,7 @@ def main(argv=None):
     if args.child:
         print(json.dumps(child(json.loads(args.child), args.as_before)))
         return
-    workload = dict(seq_len=args.seq_len, num_segments=args.num_segments,
-                    num_pad_tokens=args.num_pad_tokens, doc_median=args.doc_median)
+    workload = workload_of(args)
     out = subprocess.run([sys.executable, __file__, "--child", json.dumps(workload), *switch],
                          env=cold_env(tempfile.mkdtemp(prefix="kvax-cache-")),
                          capture_output=True, text=True)
