@@ -254,6 +254,50 @@ def test_registered_kernels_get_the_layer():
     assert cache.ours(fn)
 
 
+@pytest.mark.parametrize("disk", [True, False])
+def test_one_build_per_kernel_across_threads(monkeypatch, tmp_path, disk):
+    """A kernel asked for while another thread builds it (the build started ahead, then the
+    step's lowering) is built once; the second thread waits and gets the same kernel. A build
+    that fails in one thread is tried again in the next, which sees its own error."""
+    import threading
+    import time
+
+    monkeypatch.setenv("KVAX_CACHE_DIR", str(tmp_path) if disk else "off")
+    jt, started, attempts = FakeJaxTriton(monkeypatch), threading.Event(), []
+    slow = jt.get_or_create
+
+    def get_or_create(*args, **kw):
+        started.set()
+        attempts.append(args[2].source)
+        time.sleep(0.3)
+        if args[2].source == "fails":
+            raise RuntimeError(f"attempt {len(attempts)} failed")
+        return slow(*args, **kw)
+
+    jt.get_or_create = get_or_create
+    get = cache.cached(jt.get_or_create, jt.lib._lib.TritonKernel, lambda: 90)
+
+    def ask(fn, out):
+        try:
+            out.append(get(None, "cuda", fn, ["*bf16"], [], num_warps=8, metaparams={}))
+        except RuntimeError as e:
+            out.append(str(e))
+
+    monkeypatch.setattr(cache, "obtained", [])
+    for source, want in (("module 7", None), ("fails", ["attempt 2 failed", "attempt 3 failed"])):
+        first, second, started = [], [], threading.Event()
+        ahead = threading.Thread(target=ask, args=(Kernel(source), first), name="ahead")
+        ahead.start()
+        assert started.wait(5)
+        ask(Kernel(source), second)  # the lowering, while the build above is under way
+        ahead.join()
+        if want is None:
+            assert first == second and first[0][0] is not None and jt.built == [source]
+        else:  # failed there, then tried again here
+            assert first + second == want
+    assert [thread for _, thread in cache.obtained] == ["ahead"]
+
+
 @pytest.mark.gpu
 def test_triton_cache_dir_restored(tmp_path):
     """jax_triton blanks TRITON_CACHE_DIR on import; ours puts the user's value back (or leaves

@@ -53,6 +53,7 @@ _installed = False
 _registered: set = set()  # kernels launched through kvax (triton_common.launch)
 _local = threading.local()  # what the kernel being built in this thread compiled to
 _images: dict = {}  # id(jaxlib kernel) -> (kernel, cubin, name, shared): launched with its cubin
+obtained: list = []  # (kernel, thread) for each of our kernels built or read from the disk
 
 
 def cache_dir(kind: str = "triton") -> str | None:
@@ -351,7 +352,9 @@ def cached(get_or_create, make_kernel, compute_capability_of):
     metaparams, dump) -> (kernel, attrs), with the launch layer and the disk cache for our
     kernels. make_kernel(name, num_warps, num_ctas, shared, ptx, ttir, cc, **extra) builds
     jaxlib's kernel."""
-    memory = {}
+    memory: dict = {}  # key -> (kernel, attrs)
+    building: dict = {}  # key -> threading.Event, set once the thread building it is done
+    lock = threading.Lock()
 
     def build(backend_init_func, platform, fn, arg_dtypes, scalar_args, **kw):
         _local.capture = {}  # our compile and KernelLib fill and read it
@@ -362,43 +365,53 @@ def cached(get_or_create, make_kernel, compute_capability_of):
         finally:
             _local.capture = None
 
-    def get_or_create_kernel(backend_init_func, platform, fn, arg_dtypes, scalar_args, **kw):
-        if not ours(fn) or platform != "cuda":
-            return get_or_create(backend_init_func, platform, fn, arg_dtypes, scalar_args, **kw)
+    def read_or_build(key, cc, backend_init_func, platform, fn, arg_dtypes, scalar_args, **kw):
         folder = cache_dir()
-        if folder is None:
-            kernel, attrs, captured = build(backend_init_func, platform, fn, arg_dtypes,
-                                            scalar_args, **kw)
-            remember_image(kernel, captured)
-            return kernel, attrs
-        cc = kw.get("compute_capability") or compute_capability_of()
-        num_warps = kw.get("num_warps") or 4
-        key = entry_key(fn.cache_key, list(arg_dtypes), list(scalar_args), cc, ptxas_path(cc),
-                        sorted((k, v) for k, v in kw.items() if k not in ("metaparams",
-                                                                          "compute_capability")),
-                        sorted(dict(kw.get("metaparams") or {}).items()))
-        if key in memory:
-            return memory[key]
-        entry = read_entry(folder, key)
+        entry = None if folder is None else read_entry(folder, key)
         if entry is None:
             kernel, attrs, captured = build(backend_init_func, platform, fn, arg_dtypes,
                                             scalar_args, **kw)
-            if captured.get("ptx"):  # empty when jax-triton answered from its own memory
+            if folder is not None and captured.get("ptx"):  # no ptx: jax-triton's memory hit
                 cubin = captured.get("cubin")
                 write_entry(folder, key, dict(
-                    captured, num_warps=num_warps, num_ctas=kw.get("num_ctas") or 1, cc=cc,
+                    captured, num_warps=kw.get("num_warps") or 4,
+                    num_ctas=kw.get("num_ctas") or 1, cc=cc,
                     attrs=[[list(i), a] for i, a in attrs.items()],
                     cubin=base64.b64encode(cubin).decode() if cubin else None))
             remember_image(kernel, captured)
-            memory[key] = (kernel, attrs)
             return kernel, attrs
         warps, extra = launch_kwargs(entry, entry["num_warps"])
         kernel = make_kernel(entry["name"], warps, entry["num_ctas"], entry["shared"],
                              entry["ptx"], entry["ttir"], entry["cc"], **extra)
         remember_image(kernel, entry)
-        attrs = {tuple(i): a for i, a in entry["attrs"]}
-        memory[key] = (kernel, attrs)
-        return kernel, attrs
+        return kernel, {tuple(i): a for i, a in entry["attrs"]}
+
+    def get_or_create_kernel(backend_init_func, platform, fn, arg_dtypes, scalar_args, **kw):
+        if not ours(fn) or platform != "cuda":
+            return get_or_create(backend_init_func, platform, fn, arg_dtypes, scalar_args, **kw)
+        cc = kw.get("compute_capability") or compute_capability_of()
+        key = entry_key(fn.cache_key, list(arg_dtypes), list(scalar_args), cc, ptxas_path(cc),
+                        sorted((k, v) for k, v in kw.items() if k not in ("metaparams",
+                                                                          "compute_capability")),
+                        sorted(dict(kw.get("metaparams") or {}).items()))
+        while True:  # one thread builds a kernel; others asking for it meanwhile wait for it
+            with lock:
+                if key in memory:
+                    return memory[key]
+                done = building.get(key)
+                if done is None:
+                    done = building[key] = threading.Event()
+                    break
+            done.wait()  # then in memory, or its build failed there and is tried again here
+        try:
+            memory[key] = read_or_build(key, cc, backend_init_func, platform, fn, arg_dtypes,
+                                        scalar_args, **kw)
+            obtained.append((getattr(fn, "__name__", repr(fn)), threading.current_thread().name))
+            return memory[key]
+        finally:
+            with lock:
+                del building[key]
+            done.set()
 
     return get_or_create_kernel
 
