@@ -115,11 +115,14 @@ def child(workload: dict, backend: str = "auto", forward_only: bool = False,
 
 
 def kernel_counts() -> dict:
-    """This process's Mosaic kernels compiled ahead and read from disk, and lowerings reused."""
-    from kvax._src.attention import mosaic_cache, prewarm
+    """This process's Mosaic kernels compiled ahead and read from disk, lowerings reused, and
+    its Triton kernels built (or read) ahead of the step's lowering (build_ahead) and in it."""
+    from kvax._src.attention import mosaic_cache, prewarm, triton_launch
 
+    ahead = sum(thread == "kvax-triton-ahead" for _, thread in triton_launch.obtained)
     return dict(kernels_compiled=len(prewarm.compiled), kernels_loaded=len(prewarm.loaded),
-                lowerings_reused=len(mosaic_cache.reused))
+                lowerings_reused=len(mosaic_cache.reused), triton_ahead=ahead,
+                triton_in_lowering=len(triton_launch.obtained) - ahead)
 
 
 def cold_env(folder: str) -> dict:
@@ -161,7 +164,9 @@ def run(args) -> list[dict]:
               f"{row['xla_compile_s']:.1f}, first run {row['first_run_s']:.1f}), second "
               f"{row['second_call_s'] * 1e3:.0f} ms, import {row['import_s']:.1f} s{apart}{primed}"
               f"; Mosaic kernels compiled ahead {row['kernels_compiled']}, read from disk "
-              f"{row['kernels_loaded']}, lowerings reused {row['lowerings_reused']}",
+              f"{row['kernels_loaded']}, lowerings reused {row['lowerings_reused']}; Triton "
+              f"kernels ahead {row['triton_ahead']}, in the lowering "
+              f"{row['triton_in_lowering']}",
               flush=True)
         rows.append(row)
     return rows

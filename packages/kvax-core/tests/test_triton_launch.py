@@ -298,6 +298,62 @@ def test_one_build_per_kernel_across_threads(monkeypatch, tmp_path, disk):
     assert [thread for _, thread in cache.obtained] == ["ahead"]
 
 
+class FakeTritonCall:
+    """jax_triton.triton_call, recording what it is called with (zeros of its outputs)."""
+
+    def __init__(self, fail=False):
+        self.calls, self.fail = [], fail
+
+    def triton_call(self, *args, kernel, out_shape, **kwargs):
+        import jax.numpy as jnp
+
+        self.calls.append((args, kernel, out_shape, kwargs))
+        if self.fail:
+            raise ValueError("no lowering here")
+        return [jnp.zeros(s.shape, s.dtype) for s in out_shape]
+
+
+def test_build_ahead_lowers_the_launch_alone_once(monkeypatch):
+    """build_ahead lowers triton_call of the same kernel, scalars and keywords, with arrays of
+    the launch's shapes and dtypes in their places, in a thread; once per launch and process;
+    not at all with KVAX_PREWARM=0; an error there stays there."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    monkeypatch.setattr(cache, "_ahead", set())
+    monkeypatch.setattr(cache, "_threads", [])
+    monkeypatch.delenv("KVAX_PREWARM", raising=False)
+    jt, kernel = FakeTritonCall(), Kernel("module 8")
+    q, lse = jnp.ones((2, 5, 3), jnp.bfloat16), jnp.ones((2, 5), jnp.float32)
+    kwargs = dict(out_shape=(jax.ShapeDtypeStruct((2, 5, 3), jnp.bfloat16),), grid=(4, 1, 1),
+                  num_warps=8, BLOCK=64)
+    args = (q, 7, np.float32(0.5), lse)
+
+    def ahead(jt, args, **more):
+        cache.build_ahead(jt, kernel, args, {**kwargs, **more})
+        for thread in cache._threads:
+            thread.join()
+
+    ahead(jt, args)
+    ahead(jt, (jnp.zeros_like(q), 7, np.float32(0.5), lse))  # the same launch: not again
+    (call,) = jt.calls
+    assert [getattr(a, "aval", a) for a in call[0]] == [
+        jax.core.ShapedArray((2, 5, 3), jnp.bfloat16), 7, np.float32(0.5),
+        jax.core.ShapedArray((2, 5), jnp.float32)]
+    assert call[1] is kernel and call[2] == kwargs["out_shape"]
+    assert call[3] == dict(grid=(4, 1, 1), num_warps=8, BLOCK=64)
+    ahead(jt, (q, 8, np.float32(0.5), lse))  # another scalar: another kernel
+    ahead(jt, args, BLOCK=128)  # another constexpr
+    assert len(jt.calls) == 3
+    failing = FakeTritonCall(fail=True)
+    ahead(failing, args, BLOCK=32)  # raises in its thread only
+    assert len(failing.calls) == 1
+    monkeypatch.setenv("KVAX_PREWARM", "0")
+    ahead(jt, args, BLOCK=16)
+    assert len(jt.calls) == 3
+
+
 @pytest.mark.gpu
 def test_triton_cache_dir_restored(tmp_path):
     """jax_triton blanks TRITON_CACHE_DIR on import; ours puts the user's value back (or leaves
@@ -350,6 +406,7 @@ f = lambda q, k, v: flash_attention(q, k, v, *lay, scale=0.125, backend="triton"
 loss = lambda q, k, v: jnp.sum(f(q, k, v).astype(jnp.float32))
 res = run(lambda q, k, v: (f(q, k, v), *jax.grad(loss, argnums=(0, 1, 2))(q, k, v)),
           *(jnp.asarray(x) for x in (b.query, b.key, b.value)))
+print(json.dumps(triton_launch.obtained))  # (kernel, thread): who built or read each
 print(json.dumps([np.asarray(x, np.float32).tobytes().hex() for x in res]))
 """
 
@@ -389,6 +446,33 @@ def test_kernels_launch_without_jaxlibs_ptxas(tmp_path):
     assert outputs[1] == outputs[2] == outputs[3]
     entries = [json.loads(p.read_text()) for p in cache_dir.glob("*.json")]
     assert len(entries) == 2 and all(e["cubin"] for e in entries)
+
+
+@pytest.mark.gpu
+def test_kernels_built_ahead_of_the_lowering(tmp_path):
+    """Traced on a GPU, the forward and backward kernels are built in threads of their own
+    (build_ahead) and the step's lowering takes them from there: each kernel built once, both
+    in those threads, in a fresh process with an empty cache; with KVAX_PREWARM=0 both in the
+    lowering; outputs and gradients bitwise the same."""
+    import subprocess
+    import sys
+
+    child = tmp_path / "child.py"
+    child.write_text(_PTXAS_CHILD)
+    got = {}
+    for ahead in ("1", "0"):
+        env = dict(os.environ, KVAX_CACHE_DIR=str(tmp_path / ahead), KVAX_PREWARM=ahead)
+        env.pop("JAX_TRITON_PTXAS_EXTRA_FLAGS", None)
+        done = subprocess.run([sys.executable, str(child), "ours", "ok"], env=env,
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-3000:]
+        obtained, outputs = done.stdout.splitlines()[-2:]
+        got[ahead] = sorted(map(tuple, json.loads(obtained))), outputs
+    kernels = sorted(kernel for kernel, _ in got["1"][0])
+    assert kernels == ["_bwd_kernel", "_fwd_kernel"], got
+    assert {thread for _, thread in got["1"][0]} == {"kvax-triton-ahead"}, got
+    assert got["0"][0] == [(kernel, "MainThread") for kernel in kernels], got
+    assert got["1"][1] == got["0"][1]
 
 
 triton = pytest.importorskip("triton")
@@ -504,3 +588,54 @@ def test_tma_and_warp_specialised_kernel_through_kvax_launch(monkeypatch, tmp_pa
     np.testing.assert_allclose(got, want, rtol=2**-7, atol=1e-2)  # bf16 rounding of the result
     (entry,) = [json.loads(p.read_text()) for p in tmp_path.glob("*.json")]
     assert entry["scratch"] > 0 and entry["total_warps"] > 4
+
+
+@pytest.mark.parametrize("bwd_masks", [True, False])
+def test_backward_lowered_ahead_from_the_forward(monkeypatch, bwd_masks):
+    """A backend whose kernels build as the step lowers (Triton's) has its backward lowered in
+    a thread as soon as its forward is traced under differentiation, from the residuals'
+    shapes alone (masks built by the caller or in the backward). Here the pure-JAX backend
+    stands in on CPU: the thread's lowering succeeds, once per call's shapes; forward-only
+    calls start nothing; the gradients are those without it."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from kvax_testing import packed_batch
+
+    from kvax._src.attention import backends
+    from kvax.ops import create_attention_mask, flash_attention
+
+    monkeypatch.setattr(cache, "_ahead", set())
+    monkeypatch.setattr(cache, "_threads", [])
+    monkeypatch.setattr(cache, "ahead_errors", [])
+    monkeypatch.delenv("KVAX_PREWARM", raising=False)
+    b = packed_batch(int(np.random.SeedSequence().entropy % 2**31), batch=2, kv_len=77,
+                     num_heads=4, num_kv_heads=2, head_dim=32, num_docs=3, pad_tokens=5)
+    lay = [jnp.asarray(a) for a in b.layout.arrays]
+    qkv = [jnp.asarray(x) for x in (b.query, b.key, b.value)]
+
+    def loss(q, k, v):
+        mask = create_attention_mask(*lay, calc_bwd_mask=bwd_masks)
+        out = flash_attention(q, k, v, *lay, mask, backend="xla")
+        return jnp.sum(out.astype(jnp.float32) ** 2)
+
+    def grads():
+        result = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(*qkv)
+        for thread in cache._threads:
+            thread.join()
+        return result
+
+    jax.jit(loss)(*qkv)
+    assert not cache._threads  # no differentiation: no backward lowered
+    plain = grads()
+    assert not cache._threads
+    monkeypatch.setattr(backends.XlaBackend, "lowers_backward_ahead", True)
+    jax.clear_caches()
+    ahead = grads()
+    assert len(cache._threads) == 1 and cache.ahead_errors == []
+    assert [a[0] for a in cache._ahead] == ["backward"]
+    for x, y in zip(plain, ahead):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    jax.clear_caches()
+    grads()  # the same shapes again: nothing new started
+    assert len(cache._threads) == 1

@@ -39,6 +39,10 @@ def kernel_logit_error(logits_soft_cap, dtype) -> float:
 
 class Backend:
     name: str = ""
+    # kernels built when the step lowers (Triton's): the forward under differentiation has its
+    # backward lowered ahead in a thread (vjp.py), so that its kernels build beside the step's
+    # tracing (triton_launch.lower_ahead)
+    lowers_backward_ahead: bool = False
 
     def check(self, query, key, value, *, platform: str) -> None:
         """Raise NotImplementedError (saying why) if this backend cannot run the call."""
@@ -100,6 +104,8 @@ class TritonBackend(Backend):
                 f"{platform!r}. Use backend='auto' or 'xla' for the pure-JAX path")
         validate.check_head_dims_supported(query, value)
 
+    lowers_backward_ahead = True
+
     def default_params(self, device_kind: str, *, backward: bool) -> FlashAttentionParamsConfig:
         """Hopper (measured on an H100, docs/bench): forward 128x128, backward 64x128, 8 warps, 3
         stages. Other GPUs: 64x64, 4 warps, 3 stages."""
@@ -136,6 +142,7 @@ class MosaicBackend(TritonBackend):
     triton."""
 
     name = "mosaic"
+    lowers_backward_ahead = False  # its kernels compile ahead their own way (prewarm.py)
 
     def check(self, query, key, value, *, platform: str) -> None:
         from kvax._src.attention.mosaic_fwd import MosaicConfig

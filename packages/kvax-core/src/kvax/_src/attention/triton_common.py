@@ -242,9 +242,10 @@ def launch(kernel, *args, out_shape, grid, name, num_warps, num_stages, debug, *
     triton_launch.register(kernel)
     jt = triton_launch.import_jax_triton()  # needs a CUDA jaxlib: imported only at launch
 
-    return jt.triton_call(*args, kernel=kernel, out_shape=out_shape, grid=grid, name=name,
-                          num_warps=num_warps, num_stages=num_stages, debug=debug,
-                          **ordered_constants(kernel, constants))
+    kwargs = dict(out_shape=out_shape, grid=grid, name=name, num_warps=num_warps,
+                  num_stages=num_stages, debug=debug, **ordered_constants(kernel, constants))
+    triton_launch.build_ahead(jt, kernel, args, kwargs)  # built while the step traces on
+    return jt.triton_call(*args, kernel=kernel, **kwargs)
 
 
 def shape_dtype(shape, dtype) -> jax.ShapeDtypeStruct:

@@ -28,6 +28,11 @@ it the launch gets too few threads). Here, for kernels launched through kvax
   the launch carries it as jaxlib's `TritonKernel.module_image` (`with_module_image`), which
   jaxlib loads instead of compiling. Where that ptxas is missing or fails, the kernel launches
   as before.
+- Built ahead: jax-triton builds each kernel as the step lowers, one after another. A launch
+  traced on a GPU starts its kernel's build in a thread (`build_ahead`), and the Triton
+  backend's forward under differentiation has its backward lowered in one (`lower_ahead`,
+  vjp.py), so that both kernels build beside the step's tracing; `cached` builds each kernel
+  once, whichever thread asks first, and the others wait for it.
 
 Location: $KVAX_CACHE_DIR, else $XDG_CACHE_HOME/kvax/triton, else ~/.cache/kvax/triton (the
 Mosaic kernels' entries, mosaic_cache.py, in $KVAX_CACHE_DIR/mosaic or .../kvax/mosaic).
@@ -54,6 +59,9 @@ _registered: set = set()  # kernels launched through kvax (triton_common.launch)
 _local = threading.local()  # what the kernel being built in this thread compiled to
 _images: dict = {}  # id(jaxlib kernel) -> (kernel, cubin, name, shared): launched with its cubin
 obtained: list = []  # (kernel, thread) for each of our kernels built or read from the disk
+_ahead: set = set()  # the calls lowered ahead in this process (lower_ahead's `about`)
+_threads: list = []  # the threads lowering them
+ahead_errors: list = []  # (about, error) of each lowering ahead that failed
 
 
 def cache_dir(kind: str = "triton") -> str | None:
@@ -414,6 +422,78 @@ def cached(get_or_create, make_kernel, compute_capability_of):
             done.set()
 
     return get_or_create_kernel
+
+
+AHEAD_THREAD = "kvax-triton-ahead"
+
+
+def lower_ahead(about, fn, *args) -> None:
+    """Lower jax.jit(fn)(*args) (arrays, or anything with a shape and dtype, in pytrees) in a
+    thread of its own, once per `about` (a hashable description of the call) and process, so
+    that the Triton kernels it launches are built (or read from the disk cache) there.
+
+    jax-triton builds a kernel when the step that calls it is lowered, one kernel after another
+    (our forward and backward kernels took 1.0 and 3.0 s on a CPU, 2.4 s together in two
+    threads: Triton's passes and ptxas hold no GIL). Lowered ahead, a kernel is built while the
+    rest of the step traces and lowers and beside the step's other kernels; the step's lowering
+    then finds it in memory, or waits for the build under way (`cached`). Any error in the
+    thread only means the step's lowering builds the kernel itself. Nothing is started with
+    KVAX_PREWARM=0 (which also turns off the Mosaic kernels' compile ahead, prewarm.py), nor
+    from a thread of this kind."""
+    if (os.environ.get("KVAX_PREWARM", "1") == "0"
+            or threading.current_thread().name == AHEAD_THREAD):
+        return
+    import jax
+
+    with _lock:
+        if about in _ahead:
+            return
+        _ahead.add(about)
+        if not _threads:
+            import atexit
+
+            atexit.register(_join_ahead)
+    specs = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), args)
+
+    def run():
+        try:
+            jax.jit(fn).lower(*specs)
+        except Exception as e:  # noqa: BLE001  (the step's lowering builds it, reports errors)
+            import logging
+
+            ahead_errors.append((about, repr(e)))
+            logging.getLogger("kvax").debug("lowering ahead failed", exc_info=True)
+
+    thread = threading.Thread(target=run, name=AHEAD_THREAD, daemon=True)
+    _threads.append(thread)
+    thread.start()
+
+
+def build_ahead(jt, kernel, args, kwargs) -> None:
+    """Build the kernel of this launch (jax_triton.triton_call(*args, kernel=kernel, **kwargs))
+    ahead, as it is traced: a program of the launch alone lowered by `lower_ahead`."""
+    import jax
+    import numpy as np
+
+    def scalar(arg):  # what triton_call passes as a scalar, not an array
+        return isinstance(arg, (bool, int, float, np.float32))
+
+    flat, tree = jax.tree.flatten(args)
+    about = repr((kernel, tree, [arg if scalar(arg) else (np.shape(arg), str(arg.dtype))
+                                 for arg in flat], sorted(kwargs.items())))
+
+    def launch_alone(*arrays):
+        arrays = iter(arrays)
+        full = [arg if scalar(arg) else next(arrays) for arg in flat]
+        return jt.triton_call(*jax.tree.unflatten(tree, full), kernel=kernel, **kwargs)
+
+    lower_ahead(about, launch_alone, *(arg for arg in flat if not scalar(arg)))
+
+
+def _join_ahead() -> None:
+    """At exit a build under way finishes first (Triton's passes do not stop halfway)."""
+    for thread in _threads:
+        thread.join()
 
 
 def install() -> None:

@@ -57,8 +57,14 @@ def _attention_fwd(opts, q, k, v, scale, sinks, q_pos, q_seg, kv_pos, kv_seg, ma
         opts, q, k, v, scale, sinks, q_pos, q_seg, kv_pos, kv_seg, masks)
     out = checkpoint_name(out, REMAT_NAME)
     lse = checkpoint_name(lse, REMAT_NAME)
-    return (out, lse), (q_saved, k, v, scale, sinks, q_pos, q_seg, kv_pos, kv_seg, masks, out,
-                        lse)
+    residuals = (q_saved, k, v, scale, sinks, q_pos, q_seg, kv_pos, kv_seg, masks, out, lse)
+    if backends.get(opts.backend).lowers_backward_ahead:  # its kernels built from now on
+        from kvax._src.attention import triton_launch
+
+        about = ("backward", opts, str(jax.tree.map(jax.typeof, residuals)))
+        triton_launch.lower_ahead(about, functools.partial(_attention_bwd, opts), residuals,
+                                  (out, lse))
+    return (out, lse), residuals
 
 
 def _delta(out, dout, lse, dlse):
