@@ -298,6 +298,37 @@ def test_one_build_per_kernel_across_threads(monkeypatch, tmp_path, disk):
     assert [thread for _, thread in cache.obtained] == ["ahead"]
 
 
+def test_a_build_that_never_ends_is_not_waited_for(monkeypatch, tmp_path):
+    """A thread asking for a kernel that another thread has been building for longer than
+    WAIT_S builds it itself rather than wait on (a build that hangs never hangs the step)."""
+    import threading
+
+    monkeypatch.setenv("KVAX_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(cache, "WAIT_S", 0.2)
+    jt, started, release = FakeJaxTriton(monkeypatch), threading.Event(), threading.Event()
+    quick = jt.get_or_create
+
+    def get_or_create(*args, **kw):
+        if threading.current_thread().name == "stuck":
+            started.set()
+            release.wait(10)
+        return quick(*args, **kw)
+
+    jt.get_or_create = get_or_create
+    get = cache.cached(jt.get_or_create, jt.lib._lib.TritonKernel, lambda: 90)
+
+    def ask():
+        return get(None, "cuda", Kernel("module 9"), ["*bf16"], [], num_warps=8, metaparams={})
+
+    stuck = threading.Thread(target=ask, name="stuck")
+    stuck.start()
+    assert started.wait(5)
+    assert ask()[0] is not None and jt.built == ["module 9"]  # built here, the other still stuck
+    release.set()
+    stuck.join()
+    assert jt.built == ["module 9", "module 9"]
+
+
 class FakeTritonCall:
     """jax_triton.triton_call, recording what it is called with (zeros of its outputs)."""
 
@@ -349,6 +380,8 @@ def test_build_ahead_lowers_the_launch_alone_once(monkeypatch):
     failing = FakeTritonCall(fail=True)
     ahead(failing, args, BLOCK=32)  # raises in its thread only
     assert len(failing.calls) == 1
+    cache.lower_ahead("not arrays", lambda x: x, object())  # nothing to lower: nothing started
+    assert "not arrays" not in cache._ahead
     monkeypatch.setenv("KVAX_PREWARM", "0")
     ahead(jt, args, BLOCK=16)
     assert len(jt.calls) == 3

@@ -52,6 +52,7 @@ import tempfile
 import threading
 
 _ENV = "KVAX_CACHE_DIR"
+WAIT_S = 120.0  # the longest a lowering waits for another thread's build of the same kernel
 _ENTRY_FORMAT = 2  # 2: entries hold the cubin (earlier ones did not: a new key, rebuilt once)
 _lock = threading.Lock()
 _installed = False
@@ -410,16 +411,21 @@ def cached(get_or_create, make_kernel, compute_capability_of):
                 if done is None:
                     done = building[key] = threading.Event()
                     break
-            done.wait()  # then in memory, or its build failed there and is tried again here
+            # then in memory, or its build failed there and is tried again here; a build that
+            # takes longer than WAIT_S is not waited for (this one goes ahead on its own)
+            if not done.wait(WAIT_S):
+                done = None
+                break
         try:
             memory[key] = read_or_build(key, cc, backend_init_func, platform, fn, arg_dtypes,
                                         scalar_args, **kw)
             obtained.append((getattr(fn, "__name__", repr(fn)), threading.current_thread().name))
             return memory[key]
         finally:
-            with lock:
-                del building[key]
-            done.set()
+            if done is not None:
+                with lock:
+                    del building[key]
+                done.set()
 
     return get_or_create_kernel
 
@@ -445,6 +451,10 @@ def lower_ahead(about, fn, *args) -> None:
         return
     import jax
 
+    try:
+        specs = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), args)
+    except (AttributeError, TypeError):  # not arrays: nothing to lower ahead from
+        return
     with _lock:
         if about in _ahead:
             return
@@ -453,7 +463,6 @@ def lower_ahead(about, fn, *args) -> None:
             import atexit
 
             atexit.register(_join_ahead)
-    specs = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), args)
 
     def run():
         try:
