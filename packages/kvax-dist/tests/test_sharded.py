@@ -471,3 +471,30 @@ def test_hopper_tiles_under_context_parallelism(permute, deterministic, dkdv_key
 
     report = check_attention(jax.jit(sharded), batch, scale=128 ** -0.5, seed=3)
     assert report.ok, str(report)
+
+
+def test_backward_lowered_ahead_inside_the_mesh(fake_mesh, mesh_device_count, monkeypatch):
+    """The Triton backend lowers each call's backward ahead in a thread, from the residuals'
+    shapes (kvax.triton_launch.lower_ahead); under context parallelism those are the shards'.
+    On CPU the pure-JAX backend stands in: the thread's lowering succeeds from inside the
+    sharded call, and the gradients equal one device's."""
+    if jax.default_backend() != "cpu":
+        pytest.skip("the pure-JAX backend stands in for Triton's on CPU only")
+    from kvax._src.attention import backends, triton_launch
+
+    devices = min(mesh_device_count, 8)
+    if devices < 2 or devices % 2:
+        pytest.skip(f"sharded layouts need an even number of devices, have {devices}")
+    monkeypatch.setattr(backends.XlaBackend, "lowers_backward_ahead", True)
+    monkeypatch.setattr(triton_launch, "_ahead", set())
+    monkeypatch.setattr(triton_launch, "_threads", [])
+    monkeypatch.setattr(triton_launch, "ahead_errors", [])
+    monkeypatch.delenv("KVAX_PREWARM", raising=False)
+    batch = packed_batch(21, batch=2, kv_len=96, num_heads=4, num_kv_heads=2, head_dim=16,
+                         num_docs=3, pad_tokens=9, dtype="float32")
+    assert_same(batch, run("dp-x-cp", batch, "striped", fake_mesh=fake_mesh, devices=devices))
+    for thread in triton_launch._threads:
+        thread.join()
+    # one device's backward (the reference) and the shards' (another query length)
+    assert [about[0] for about in triton_launch._ahead] == ["backward", "backward"]
+    assert triton_launch.ahead_errors == []
