@@ -495,8 +495,9 @@ def test_a_deep_step_traces_and_lowers_each_kernel_once(monkeypatch):
     """The Hopper kernels' first call is mostly their tracing, lowering and Mosaic GPU compile
     (seconds each). A model's step with many attention layers pays it once, not once a layer:
     through the public API ("auto" on a pretended H100), three unrolled layers trace the forward
-    and the backward as often as one layer does, and lower to one forward and one backward
-    kernel, which every layer calls."""
+    and the backward as often as one layer does, once each (the forward rule's kernel only, not
+    also the non-differentiated forward's), and lower to one forward and one backward kernel,
+    which every layer calls."""
     monkeypatch.setattr(backends, "_platform", lambda: "gpu")
     monkeypatch.setattr("kvax._src.config.current_device_kind", lambda: "NVIDIA H100 80GB HBM3")
     traced = {"forward": 0, "backward": 0}
@@ -510,7 +511,7 @@ def test_a_deep_step_traces_and_lowers_each_kernel_once(monkeypatch):
     layout = [jnp.asarray(a) for a in batch.layout.arrays]
     q = jnp.asarray(batch.query)
 
-    def lowered(layers):
+    def lowered(layers, grad=True):
         jax.clear_caches()  # each count from a cold start, as a new process has
         traced.update(forward=0, backward=0)
 
@@ -522,13 +523,16 @@ def test_a_deep_step_traces_and_lowers_each_kernel_once(monkeypatch):
                                     scale=0.125, fwd_params=FWD, bwd_params=BWD128)
             return jnp.sum(x.astype(jnp.float32))
 
-        text = jax.jit(jax.grad(loss)).trace(q).lower(lowering_platforms=("cuda",)).as_text()
+        step = jax.jit(jax.grad(loss) if grad else loss)
+        text = step.trace(q).lower(lowering_platforms=("cuda",)).as_text()
         return re.findall(r"stablehlo.custom_call @(\w+)", text), dict(traced)
 
     kernels_one, traced_one = lowered(1)
     kernels_three, traced_three = lowered(3)
     assert kernels_one == kernels_three == ["mosaic_gpu_v2"] * 2
-    assert traced_three == traced_one and traced_one["backward"] == 1, (traced_one, traced_three)
+    assert traced_three == traced_one == {"forward": 1, "backward": 1}, (traced_one, traced_three)
+    kernels, traced_inference = lowered(3, grad=False)  # no gradient: the forward alone, once
+    assert kernels == ["mosaic_gpu_v2"] and traced_inference == {"forward": 1, "backward": 0}
 
 
 @pytest.mark.parametrize("bounds", [(0, 2, 5, 7), (0, 0, 3, 3), (1, 1, 1, 4), (2, 4, 4, 4),
