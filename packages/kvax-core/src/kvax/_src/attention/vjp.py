@@ -88,12 +88,8 @@ def _delta(out, dout, lse, dlse):
     return jnp.where(jnp.isfinite(lse), delta - dlse.astype(jnp.float32), 0.0)
 
 
-def _attention_bwd(opts: Options, residuals, cotangents):
-    return _backward(opts, residuals, cotangents)
-
-
 @functools.partial(jax.jit, static_argnums=(0,))
-def _backward(opts: Options, residuals, cotangents):
+def _attention_bwd(opts: Options, residuals, cotangents):
     q, k, v, scale, sinks, q_pos, q_seg, kv_pos, kv_seg, masks, out, lse = residuals
     dout, dlse = cotangents
     fwd_mask = masks[0]
