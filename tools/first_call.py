@@ -119,7 +119,7 @@ def kernel_counts() -> dict:
     its Triton kernels built (or read) ahead of the step's lowering (build_ahead) and in it."""
     from kvax._src.attention import mosaic_cache, prewarm, triton_launch
 
-    ahead = sum(thread == "kvax-triton-ahead" for _, thread in triton_launch.obtained)
+    ahead = sum(thread == triton_launch.AHEAD_THREAD for _, thread in triton_launch.obtained)
     return dict(kernels_compiled=len(prewarm.compiled), kernels_loaded=len(prewarm.loaded),
                 lowerings_reused=len(mosaic_cache.reused), triton_ahead=ahead,
                 triton_in_lowering=len(triton_launch.obtained) - ahead)
