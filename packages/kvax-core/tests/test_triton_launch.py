@@ -344,7 +344,17 @@ class FakeTritonCall:
         return [jnp.zeros(s.shape, s.dtype) for s in out_shape]
 
 
-def test_build_ahead_lowers_the_launch_alone_once(monkeypatch):
+@pytest.fixture
+def no_lowerings_ahead_yet(monkeypatch):
+    """The launch layer's record of lowerings ahead emptied for one test (and put back after),
+    with the builds ahead on."""
+    monkeypatch.setattr(cache, "_ahead", set())
+    monkeypatch.setattr(cache, "_threads", [])
+    monkeypatch.setattr(cache, "ahead_errors", [])
+    monkeypatch.delenv("KVAX_PREWARM", raising=False)
+
+
+def test_build_ahead_lowers_the_launch_alone_once(monkeypatch, no_lowerings_ahead_yet):
     """build_ahead lowers triton_call of the same kernel, scalars and keywords, with arrays of
     the launch's shapes and dtypes in their places, in a thread; once per launch and process;
     not at all with KVAX_PREWARM=0; an error there stays there."""
@@ -352,9 +362,6 @@ def test_build_ahead_lowers_the_launch_alone_once(monkeypatch):
     import jax.numpy as jnp
     import numpy as np
 
-    monkeypatch.setattr(cache, "_ahead", set())
-    monkeypatch.setattr(cache, "_threads", [])
-    monkeypatch.delenv("KVAX_PREWARM", raising=False)
     jt, kernel = FakeTritonCall(), Kernel("module 8")
     q, lse = jnp.ones((2, 5, 3), jnp.bfloat16), jnp.ones((2, 5), jnp.float32)
     kwargs = dict(out_shape=(jax.ShapeDtypeStruct((2, 5, 3), jnp.bfloat16),), grid=(4, 1, 1),
@@ -624,7 +631,8 @@ def test_tma_and_warp_specialised_kernel_through_kvax_launch(monkeypatch, tmp_pa
 
 
 @pytest.mark.parametrize("bwd_masks", [True, False])
-def test_backward_lowered_ahead_from_the_forward(monkeypatch, bwd_masks):
+def test_backward_lowered_ahead_from_the_forward(monkeypatch, no_lowerings_ahead_yet,
+                                                  bwd_masks):
     """A backend whose kernels build as the step lowers (Triton's) has its backward lowered in
     a thread as soon as its forward is traced under differentiation, from the residuals'
     shapes alone (masks built by the caller or in the backward). Here the pure-JAX backend
@@ -638,10 +646,6 @@ def test_backward_lowered_ahead_from_the_forward(monkeypatch, bwd_masks):
     from kvax._src.attention import backends
     from kvax.ops import create_attention_mask, flash_attention
 
-    monkeypatch.setattr(cache, "_ahead", set())
-    monkeypatch.setattr(cache, "_threads", [])
-    monkeypatch.setattr(cache, "ahead_errors", [])
-    monkeypatch.delenv("KVAX_PREWARM", raising=False)
     b = packed_batch(int(np.random.SeedSequence().entropy % 2**31), batch=2, kv_len=77,
                      num_heads=4, num_kv_heads=2, head_dim=32, num_docs=3, pad_tokens=5)
     lay = [jnp.asarray(a) for a in b.layout.arrays]
