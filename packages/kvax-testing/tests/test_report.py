@@ -1,4 +1,5 @@
-"""The --kvax-report file: a run that stops early says so, whatever its exit status."""
+"""The --kvax-report file: a run that stops early says so, whatever its exit status, and a run
+killed before its end leaves what ran."""
 
 import os
 import subprocess
@@ -42,3 +43,15 @@ def test_a_whole_run_has_no_incomplete_line(tmp_path):
                                                        "pass"), "-k", "not first", "-n", "2")
     assert returncode == 0
     assert '"passed": 2' in text and "incomplete" not in text
+
+
+def test_a_killed_run_leaves_what_ran(tmp_path):
+    """The file is rewritten as each test ends: a run killed by a timeout's KILL (as a GPU
+    machine's call limit does) still reports the tests before it, marked as still running."""
+    body = TESTS.replace('pytest.exit("stopped", returncode=0)',
+                         "import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
+    returncode, text = _report(tmp_path, body)
+    assert returncode == -9
+    assert "exit status: running (1 done so far" in text
+    assert '"passed": 1' in text and "`test_some.py::test_first` | passed" in text
+    assert "test_never_runs" not in text

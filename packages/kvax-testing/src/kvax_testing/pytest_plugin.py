@@ -100,6 +100,84 @@ def _devices() -> str:
 
 def pytest_sessionstart(session):
     session.config._kvax_session = session
+    path = session.config.getoption("--kvax-report")
+    if path and not hasattr(session.config, "workerinput"):  # xdist workers: the controller's
+        session.config._kvax_report = Report(session.config, path)
+        session.config.pluginmanager.register(session.config._kvax_report, "kvax-report")
+
+
+class Report:
+    """The --kvax-report file. It is written again as each test's outcome arrives, so a run
+    killed before its end (a timeout's KILL, a machine taken back) leaves what ran, marked as
+    still running; pytest's summary writes the final one with the exit status."""
+
+    def __init__(self, config, path: str):
+        self.config, self.path = config, path
+        self.rows: dict[str, tuple[str, str, str]] = {}  # nodeid -> (outcome, time, detail)
+        self.header: list[str] | None = None  # the same every time: the devices asked once
+
+    def pytest_runtest_logreport(self, report) -> None:
+        self.add(report)
+        if report.when == "teardown":  # once a test, when its row is known
+            self.write()
+
+    def add(self, rep) -> None:
+        """A test's setup, call or teardown report, counted as pytest's summary counts it."""
+        outcome = self.config.hook.pytest_report_teststatus(report=rep, config=self.config)[0]
+        if outcome not in ("passed", "failed", "error", "skipped", "xfailed", "xpassed"):
+            return
+        if rep.when not in ("call", "setup") or (outcome == "passed" and rep.when != "call"):
+            return
+        detail = ""
+        if outcome == "skipped" and isinstance(rep.longrepr, tuple):
+            detail = rep.longrepr[2]
+        elif outcome in ("failed", "error"):
+            detail = str(rep.longrepr).strip().splitlines()[-1][:200]
+        self.rows[rep.nodeid] = (outcome, f"{rep.duration:.1f}s", detail)
+
+    def text(self, exitstatus=None) -> tuple[str, str | None]:
+        if self.header is None:
+            self.header = [
+                f"- command: `{' '.join(sys.argv)}`",
+                f"- devices: {_devices()}",
+                f"- host: {platform.node()} {platform.machine()}",
+                f"- versions: {json.dumps(_versions())}",
+            ]
+        counts: dict[str, int] = {}
+        for outcome, _, _ in self.rows.values():
+            counts[outcome] = counts.get(outcome, 0) + 1
+        not_run = _not_run(self.config, len(self.rows))
+        if exitstatus is None:
+            status = (f"running ({len(self.rows)} done so far; this file is rewritten as each "
+                      "test ends)")
+            not_run = None
+        else:
+            status = str(int(exitstatus))
+        lines = [
+            "# Test report",
+            "",
+            f"- date: {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}",
+            *self.header,
+            f"- exit status: {status}",
+            f"- totals: {json.dumps(counts)}",
+            *([not_run] if not_run else []),
+            "",
+            "| test | outcome | time | detail |",
+            "|---|---|---|---|",
+            *(f"| `{n}` | {o} | {t} | {d} |" for n, (o, t, d) in sorted(self.rows.items())),
+            "",
+        ]
+        return "\n".join(lines), not_run
+
+    def write(self, exitstatus=None) -> str | None:
+        """Writes the file (atomically: a reader never sees half of it); returns the line
+        saying how many selected tests did not run, if some did not."""
+        text, not_run = self.text(exitstatus)
+        partial = f"{self.path}.partial"
+        with open(partial, "w") as f:
+            f.write(text)
+        os.replace(partial, self.path)
+        return not_run
 
 
 def _not_run(config, ran: int) -> str | None:
@@ -114,44 +192,10 @@ def _not_run(config, ran: int) -> str | None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    path = config.getoption("--kvax-report")
-    if not path or hasattr(config, "workerinput"):  # xdist workers: the controller writes it
+    report = getattr(config, "_kvax_report", None)
+    if report is None:
         return
-    stats = terminalreporter.stats
-    rows, counts = [], {}
-    for outcome in ("passed", "failed", "error", "skipped", "xfailed", "xpassed"):
-        for rep in stats.get(outcome, []):
-            if getattr(rep, "when", "call") not in ("call", "setup") or not hasattr(rep, "nodeid"):
-                continue
-            if outcome == "passed" and rep.when != "call":
-                continue
-            counts[outcome] = counts.get(outcome, 0) + 1
-            detail = ""
-            if outcome == "skipped" and isinstance(rep.longrepr, tuple):
-                detail = rep.longrepr[2]
-            elif outcome in ("failed", "error"):
-                detail = str(rep.longrepr).strip().splitlines()[-1][:200]
-            rows.append((rep.nodeid, outcome, f"{rep.duration:.1f}s", detail))
-    not_run = _not_run(config, len({row[0] for row in rows}))
-    lines = [
-        "# Test report",
-        "",
-        f"- date: {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}",
-        f"- command: `{' '.join(sys.argv)}`",
-        f"- devices: {_devices()}",
-        f"- host: {platform.node()} {platform.machine()}",
-        f"- versions: {json.dumps(_versions())}",
-        f"- exit status: {int(exitstatus)}",
-        f"- totals: {json.dumps(counts)}",
-        *([not_run] if not_run else []),
-        "",
-        "| test | outcome | time | detail |",
-        "|---|---|---|---|",
-        *(f"| `{n}` | {o} | {t} | {d} |" for n, o, t, d in sorted(rows)),
-        "",
-    ]
-    with open(path, "w") as f:
-        f.write("\n".join(lines))
-    terminalreporter.write_line(f"kvax report written to {path}")
+    not_run = report.write(exitstatus)
+    terminalreporter.write_line(f"kvax report written to {report.path}")
     if not_run:
         terminalreporter.write_line(not_run.strip("- *"), red=True)
