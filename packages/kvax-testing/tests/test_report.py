@@ -35,6 +35,7 @@ def test_a_run_stopped_early_is_reported_incomplete(tmp_path):
     assert returncode == 0  # the reason for the line: the exit status alone reads as a pass
     assert '"passed": 1' in text
     assert "incomplete: 2 of 3 selected tests did not run" in text
+    assert f"- command: `pytest -q -p no:cacheprovider {tmp_path / 'test_some.py'}" in text
 
 
 def test_a_whole_run_has_no_incomplete_line(tmp_path):
@@ -55,3 +56,16 @@ def test_a_killed_run_leaves_what_ran(tmp_path):
     assert "exit status: running (1 done so far" in text
     assert '"passed": 1' in text and "`test_some.py::test_first` | passed" in text
     assert "test_never_runs" not in text
+
+
+def test_the_command_is_pytest_s_when_called_from_a_script(tmp_path):
+    (tmp_path / "test_some.py").write_text("def test_one():\n    pass\n")
+    report = tmp_path / "report.md"
+    script = ("import sys, pytest; sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', "
+              f"'-k', 'one', 'test_some.py', '--kvax-report', {str(report)!r}]))")
+    env = {**os.environ, "PYTEST_ADDOPTS": ""}
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "- command: `pytest -q -p no:cacheprovider -k one test_some.py --kvax-report" in (
+        report.read_text())

@@ -16,7 +16,7 @@ import datetime
 import json
 import os
 import platform
-import sys
+import shlex
 
 import pytest
 
@@ -91,6 +91,12 @@ def _versions() -> dict:
     return out
 
 
+def _command(config) -> str:
+    """pytest's arguments as given, also when pytest.main was called from a script (there
+    sys.argv is the script's)."""
+    return "pytest " + shlex.join(config.invocation_params.args)
+
+
 def _devices() -> str:
     import jax
 
@@ -138,7 +144,7 @@ class Report:
     def text(self, exitstatus=None) -> tuple[str, str | None]:
         if self.header is None:
             self.header = [
-                f"- command: `{' '.join(sys.argv)}`",
+                f"- command: `{_command(self.config)}`",
                 f"- devices: {_devices()}",
                 f"- host: {platform.node()} {platform.machine()}",
                 f"- versions: {json.dumps(_versions())}",
