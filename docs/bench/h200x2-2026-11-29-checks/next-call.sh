@@ -1,5 +1,5 @@
 # Prepared for the next session (not run): the GPU tests of test_mosaic that calls 3 and 4 may
-# not have run (positions 121-177 of the 210 in collection order, less those call 4 named:
+# not have run (positions 121-210 of the 210 in collection order, less the 33 call 4 named:
 # not-run.txt), with the report written as each test ends. About 5 minutes on one H200.
 source tools/gpu_env.sh
 nvidia-smi --query-gpu=name --format=csv,noheader
