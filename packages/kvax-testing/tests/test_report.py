@@ -58,7 +58,7 @@ def test_a_killed_run_leaves_what_ran(tmp_path):
     assert "test_never_runs" not in text
 
 
-def test_the_command_is_pytest_s_when_called_from_a_script(tmp_path):
+def test_the_command_is_pytests_arguments_when_a_script_calls_pytest_main(tmp_path):
     (tmp_path / "test_some.py").write_text("def test_one():\n    pass\n")
     report = tmp_path / "report.md"
     script = ("import sys, pytest; sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', "
