@@ -2,7 +2,7 @@
 # test_mosaic_cache was killed at the call's limit before pytest wrote its report (the workers
 # swallowed the interrupt); its log shows 127 passed and none failed, in collection order from
 # the first. So this call runs the tests from the 121st on in reverse order (the last first),
-# with the report written as each test ends (97b835f), as far as the device time left goes.
+# with the report written as each test ends (b8d4be5), as far as the device time left goes.
 source tools/gpu_env.sh
 nvidia-smi --query-gpu=name --format=csv,noheader
 python3 -m pytest -p kvax_testing.pytest_plugin -m gpu packages/kvax-core/tests/test_mosaic.py \
