@@ -27,11 +27,10 @@ from __future__ import annotations
 
 import atexit
 import logging
-import os
 import threading
 import time
 
-from kvax._src.attention import mosaic_cache
+from kvax._src.attention import mosaic_cache, triton_launch
 
 KERNEL_PREFIX = mosaic_cache.KERNEL_PREFIX  # our kernels' names: the modules the thread takes
 IDLE_S = 30.0  # the thread stops when no new module of ours appeared for this long
@@ -53,7 +52,7 @@ def enabled() -> bool:
     import jax
 
     cached = jax.config.jax_compilation_cache_dir and jax.config.jax_enable_compilation_cache
-    return os.environ.get("KVAX_PREWARM", "1") != "0" and not cached
+    return triton_launch.ahead_switched_on() and not cached
 
 
 def watch() -> None:

@@ -433,6 +433,12 @@ def cached(get_or_create, make_kernel, compute_capability_of):
 AHEAD_THREAD = "kvax-triton-ahead"
 
 
+def ahead_switched_on() -> bool:
+    """KVAX_PREWARM, the one switch of every compile and build ahead (here and prewarm.py):
+    on unless it is "0"."""
+    return os.environ.get("KVAX_PREWARM", "1") != "0"
+
+
 def lower_ahead(about, fn, *args) -> None:
     """Lower jax.jit(fn)(*args) (arrays, or anything with a shape and dtype, in pytrees) in a
     thread of its own, once per `about` (a hashable description of the call) and process, so
@@ -446,8 +452,7 @@ def lower_ahead(about, fn, *args) -> None:
     thread only means the step's lowering builds the kernel itself. Nothing is started with
     KVAX_PREWARM=0 (which also turns off the Mosaic kernels' compile ahead, prewarm.py), nor
     from a thread of this kind."""
-    if (os.environ.get("KVAX_PREWARM", "1") == "0"
-            or threading.current_thread().name == AHEAD_THREAD):
+    if not ahead_switched_on() or threading.current_thread().name == AHEAD_THREAD:
         return
     import jax
 
