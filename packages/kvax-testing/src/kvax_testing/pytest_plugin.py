@@ -152,13 +152,12 @@ class Report:
         counts: dict[str, int] = {}
         for outcome, _, _ in self.rows.values():
             counts[outcome] = counts.get(outcome, 0) + 1
-        not_run = _not_run(self.config, len(self.rows))
         if exitstatus is None:
             status = (f"running ({len(self.rows)} done so far; this file is rewritten as each "
                       "test ends)")
             not_run = None
         else:
-            status = str(int(exitstatus))
+            status, not_run = str(int(exitstatus)), _not_run(self.config, len(self.rows))
         lines = [
             "# Test report",
             "",
