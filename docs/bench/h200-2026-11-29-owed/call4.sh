@@ -1,0 +1,4 @@
+# Session 51, call 4 (one H200, warm after call 3; run as one command line, kept here as run):
+# the 128k row beside FA3 and FlexAttention, then random cases through the kernels with fresh
+# seeds (fuzz.py variants) for the rest of the device time.
+source tools/gpu_env.sh; B="python3 tools/bench.py mha_bwd --repeats 1 --also-backends auto:nondeterministic --peer-timeout 120"; timeout -s INT 240 $B --out /tmp/bo/docs16 --layers 4 --rounds 6 --seq-lens 131072 --peers fa3,flex --num-segments 16 --num-pad-tokens 4000 > $OUT/bench-docs16-128k.txt 2>&1; echo "rc $?"; cp /tmp/bo/docs16/results.json $OUT/docs16-128k-results.json; grep -A7 "allowed pairs" $OUT/bench-docs16-128k.txt | head -9; timeout -s KILL $((470 - SECONDS)) python3 tools/dev/fuzz.py variants --seeds 5500:5600 --jobs 12 --time-limit $((440 - SECONDS)) 2>&1 | grep -v "^W0000\|^I0000" > $OUT/fuzz-variants.txt; echo "fuzz rc $?"; tail -4 $OUT/fuzz-variants.txt; echo "done at $SECONDS s"
