@@ -485,3 +485,23 @@ def test_in_turns_reverses_every_other_round():
     assert calls == [x for x in turn for _ in range(2)] + [
         x for x in turn[::-1] for _ in range(2)] + [x for x in turn for _ in range(2)]
     assert all(len(t) == 3 for kinds in times.values() for t in kinds.values())
+
+
+def test_table_gives_ours_against_the_fastest_peer():
+    """Each of our rows over the fastest peer with a time, forward and forward+backward apart;
+    skipped peers and the original kvax are not ours; the lines do not read as table rows."""
+    import plot_results
+    from bench import Row, against_fastest_peer
+
+    entries = [Row("kvax (ours)", 64, fwd_tflops=460.0, fwdbwd_tflops=390.0),
+               Row("kvax (ours, auto:nondeterministic)", 64, fwd_tflops=450.0),
+               Row("FlashAttention-3 (jax)", 64, fwd_tflops=500.0, fwdbwd_tflops=300.0),
+               Row("kvax 0.1.0 (original)", 64, fwd_tflops=100.0, fwdbwd_tflops=400.0),
+               Row("cuDNN (jax.nn)", 64, skipped="RuntimeError: no")]
+    lines = against_fastest_peer(entries)
+    assert lines == [
+        ("(fwd against the fastest peer, FlashAttention-3 (jax): kvax (ours) 0.920, "
+         "kvax (ours, auto:nondeterministic) 0.900)"),
+        "(f+b against the fastest peer, kvax 0.1.0 (original): kvax (ours) 0.975)"]
+    assert plot_results.rows_from_tables("B1-S64-x: 1 allowed pairs\n" + "\n".join(lines)) == {}
+    assert against_fastest_peer(entries[:2]) == []  # no peer ran
