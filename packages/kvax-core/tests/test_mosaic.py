@@ -1455,11 +1455,15 @@ def _full_ranges(dkdv_mask, group: int):
             for g in range(group)]
 
 
-def test_backward_static_slots_interpreted_on_cpu_bitwise_the_default(monkeypatch):
+@pytest.mark.parametrize("fields", [dict(static_slots=True), dict(static_consumers=True),
+                                    dict(static_slots=True, static_consumers=True)],
+                         ids=["slots", "consumers", "both"])
+def test_backward_static_slots_interpreted_on_cpu_bitwise_the_default(monkeypatch, fields):
     """BackwardConfig.static_slots (the fully visible steps emitted for each ring slot, run in
-    pairs) gives bitwise the default backward's dQ, dK and dV, under jax's GPU interpret mode
-    on CPU, on a row whose programs' full steps start and end on odd and even steps (the
-    odd first step, the pairs and the even last step all run), with NaN in the padding."""
+    pairs) and static_consumers (each consumer's code emitted apart) give bitwise the default
+    backward's dQ, dK and dV, under jax's GPU interpret mode on CPU, on a row whose programs'
+    full steps start and end on odd and even steps (the odd first step, the pairs and the even
+    last step all run), with NaN in the padding."""
     import mosaic_interpret
 
     rng = np.random.default_rng()
@@ -1490,7 +1494,7 @@ def test_backward_static_slots_interpreted_on_cpu_bitwise_the_default(monkeypatc
 
     with mosaic_interpret.interpreted():
         want = grads(mosaic_bwd.BackwardConfig())
-        got = grads(mosaic_bwd.BackwardConfig(static_slots=True))
+        got = grads(mosaic_bwd.BackwardConfig(**fields))
     live = np.asarray(batch.layout.kv_segment_ids != PADDING_SEGMENT_ID)[..., None, None]
     assert all(np.all(np.isfinite(g)) for g in want), f"seed={seed}"
     assert np.any(want[1] * live != 0), f"seed={seed}"

@@ -116,6 +116,9 @@ class BackwardConfig:
     # slots and run in pairs (parity_steps), so that each step's shared-memory buffers and
     # barriers are constants rather than addresses computed from the step (two stages only)
     static_slots: bool = False
+    # (a trial, not yet timed) each consumer warpgroup's code emitted apart, so that the
+    # addresses of its keys, values, dS^T rows and dQ buffer are constants
+    static_consumers: bool = False
 
     @property
     def keys(self) -> int:
@@ -419,8 +422,9 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
             head, i = head_step(s, g)
             return head, q_tile(i, masked)
 
-        @pl.when(wg < 2)
-        def _consumer():
+        def _consumer(wg):
+            """A consumer warpgroup's work: wg its index, traced, or a Python int with
+            config.static_consumers (each consumer's code emitted apart)."""
             plgpu.set_max_registers(config.consumer_registers, action="increase")
             with jax.named_scope("prologue"):
                 k_start = tile * keys + wg * keys_per_wg
@@ -541,6 +545,12 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
                 plgpu.commit_smem_to_gmem_group()
                 with jax.named_scope("store_wait"):
                     plgpu.wait_smem_to_gmem(0)
+
+        if config.static_consumers:
+            for w in range(2):
+                pl.when(wg == w)(lambda w=w: _consumer(w))
+        else:
+            pl.when(wg < 2)(lambda: _consumer(wg))
 
         @pl.when(wg == 2)
         def _producer():
