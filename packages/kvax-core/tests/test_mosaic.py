@@ -1448,8 +1448,8 @@ def test_backward_interpreted_on_cpu_matches_reference(monkeypatch, deterministi
 def _full_ranges(dkdv_mask, group: int):
     """(start, stop) of each program's fully visible steps, per query head of the group, in the
     backward's step numbering (mosaic_bwd.head_steps; BWD128's blocks are its tiles)."""
-    lo, hi, lf, uf = (np.asarray(x) for x in mosaic_fwd.ordered_bounds(
-        lambda i: mosaic_fwd.mask_bounds(dkdv_mask)[..., i]))
+    bounds = mosaic_fwd.mask_bounds(dkdv_mask)
+    lo, hi, lf, uf = (np.asarray(x) for x in mosaic_fwd.ordered_bounds(lambda i: bounds[..., i]))
     return [(g * (h - a) + (f - a), g * (h - a) + (u - a))
             for a, h, f, u in zip(lo.ravel(), hi.ravel(), lf.ravel(), uf.ravel())
             for g in range(group)]

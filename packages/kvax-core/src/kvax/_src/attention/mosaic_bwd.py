@@ -527,10 +527,12 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
                 plgpu.barrier_arrive(free.at[slot])
                 return dk, dv
 
+            def full_step(s, g, carry, parity=None):
+                return step(s, g, carry, False, parity)
+
             with jax.named_scope("loop"):
                 dk, dv = head_steps(group, per_head, lf - lo, uf - lo,
-                                    lambda s, g, c_: step(s, g, c_, True),
-                                    lambda s, g, c_, *par: step(s, g, c_, False, *par),
+                                    lambda s, g, c_: step(s, g, c_, True), full_step,
                                     (zeros((keys_per_wg, h)), zeros((keys_per_wg, h))),
                                     full_parity=config.static_slots)
             with jax.named_scope("epilogue"):
