@@ -927,28 +927,6 @@ def test_ring_is_the_remainder_of_a_step(n):
                           np.arange(1000) % n)
 
 
-def test_parity_steps_run_every_step_once_in_order_knowing_its_parity():
-    """mosaic_bwd.parity_steps (BackwardConfig.static_slots) runs steps [start, stop) in order,
-    each handed s % 2 as a Python int, for every start and stop of either parity, empty
-    ranges included."""
-
-    def visit(start, stop):
-        def step(s, parity, carry):
-            seen, count = carry
-            return seen.at[count].set(2 * s + parity), count + 1
-
-        seen = jnp.full((16,), -1, jnp.int32)
-        return mosaic_bwd.parity_steps(start, stop, step, (seen, jnp.int32(0)))
-
-    visit = jax.jit(visit)
-    for start in range(6):
-        for stop in range(start, 12):
-            seen, count = visit(jnp.int32(start), jnp.int32(stop))
-            want = [2 * s + s % 2 for s in range(start, stop)]
-            assert int(count) == stop - start
-            assert np.asarray(seen)[:count].tolist() == want, (start, stop)
-
-
 @pytest.mark.parametrize("seed", range(2))
 def test_to_fixed_rounds_to_nearest_over_the_int32_range(seed):
     """to_fixed(x, scale) is round(x * scale) for |x * scale| up to 2^31 (ties included) with
@@ -1455,30 +1433,24 @@ def _full_ranges(dkdv_mask, group: int):
             for g in range(group)]
 
 
-@pytest.mark.parametrize("fields", [dict(static_slots=True), dict(static_consumers=True),
-                                    dict(static_slots=True, static_consumers=True)],
-                         ids=["slots", "consumers", "both"])
-def test_backward_static_slots_interpreted_on_cpu_bitwise_the_default(monkeypatch, fields):
-    """BackwardConfig.static_slots (the fully visible steps emitted for each ring slot, run in
-    pairs) and static_consumers (each consumer's code emitted apart) give bitwise the default
-    backward's dQ, dK and dV, under jax's GPU interpret mode on CPU, on a row whose programs'
-    full steps start and end on odd and even steps (the odd first step, the pairs and the even
-    last step all run), with NaN in the padding."""
+def test_backward_static_consumers_interpreted_on_cpu_bitwise_the_default(monkeypatch):
+    """BackwardConfig.static_consumers (each consumer warpgroup's code emitted apart) gives
+    bitwise the default backward's dQ, dK and dV, under jax's GPU interpret mode on CPU, on a
+    row whose programs take both masked and fully visible steps, with NaN in the padding."""
     import mosaic_interpret
 
     rng = np.random.default_rng()
-    for _ in range(100):  # fresh layouts until one has full ranges of every kind
+    for _ in range(100):  # fresh layouts until one has a program with full steps
         seed = int(rng.integers(2**31))
         batch = packed_batch(seed, batch=1, kv_len=520, num_heads=2, num_kv_heads=1,
                              head_dim=64, dtype="bfloat16", poison_padding=True,
                              num_docs=(1, 2), pad_tokens=(10, 40))
         layout = [jnp.asarray(a) for a in batch.layout.arrays]
         masks = build_masks(*layout, fwd_params=FWD, bwd_params=BWD128, skip_pad_tokens=True)
-        ranges = [(a, b) for a, b in _full_ranges(masks[2], 2) if b - a >= 3]
-        if {a % 2 for a, _ in ranges} == {0, 1} and {b % 2 for _, b in ranges} == {0, 1}:
+        if any(b - a >= 2 for a, b in _full_ranges(masks[2], 2)):
             break
     else:
-        pytest.fail("no layout with full ranges of every parity in 100 seeds")
+        pytest.fail("no layout with fully visible steps in 100 seeds")
     opts = Options(sequential=False, backend="mosaic", fwd_params=FWD, bwd_params=BWD128,
                    variant=MaskVariant())
     q, k, v = (jnp.asarray(x) for x in (batch.query, batch.key, batch.value))
@@ -1494,7 +1466,7 @@ def test_backward_static_slots_interpreted_on_cpu_bitwise_the_default(monkeypatc
 
     with mosaic_interpret.interpreted():
         want = grads(mosaic_bwd.BackwardConfig())
-        got = grads(mosaic_bwd.BackwardConfig(**fields))
+        got = grads(mosaic_bwd.BackwardConfig(static_consumers=True))
     live = np.asarray(batch.layout.kv_segment_ids != PADDING_SEGMENT_ID)[..., None, None]
     assert all(np.all(np.isfinite(g)) for g in want), f"seed={seed}"
     assert np.any(want[1] * live != 0), f"seed={seed}"

@@ -112,12 +112,11 @@ class BackwardConfig:
     # per call) instead of ids and positions. Level with them on an H200 (8 documents, log-normal
     # and short ones: docs/bench/h200x2-2026-11-28-bwd-ranks), so off by default
     rank_rule: bool = False
-    # (a trial, not yet timed) the fully visible steps emitted once for each of the two ring
-    # slots and run in pairs (parity_steps), so that each step's shared-memory buffers and
-    # barriers are constants rather than addresses computed from the step (two stages only)
-    static_slots: bool = False
-    # (a trial, not yet timed) each consumer warpgroup's code emitted apart, so that the
-    # addresses of its keys, values, dS^T rows and dQ buffer are constants
+    # each consumer warpgroup's code emitted apart, so that the addresses of its keys, values,
+    # dS^T rows and dQ buffer are constants: forward+backward 1.7-2.3% faster on an H200 (one
+    # bidirectional 16k document, 8 documents: docs/bench/h200-2026-11-29-owed), bitwise the
+    # same gradients, but its module lowers 0.7-1.0 s slower and ptxas takes twice as long, so
+    # off by default (issue #12 keeps compile time no worse)
     static_consumers: bool = False
 
     @property
@@ -165,12 +164,10 @@ def program_order(bounds, num_kv: int, num_k_tiles: int, num_q_tiles: int, row_r
     return jnp.concatenate([codes, last], axis=1).astype(jnp.int32)
 
 
-def head_steps(group: int, per_head, lf, uf, masked_step, full_step, carry,
-               full_parity: bool = False):
+def head_steps(group: int, per_head, lf, uf, masked_step, full_step, carry):
     """Inside the kernel: steps [g * per_head, (g + 1) * per_head) for each query head g of the
     group in turn, each head's [lf, uf) by full_step(s, g, carry) and the rest by masked_step
     (the same arguments), in order: three loops a head, the masked step's code emitted twice.
-    full_parity: the full steps by parity_steps, full_step(s, g, carry, s % 2 as an int).
     Unlike the forward's (masked_full_masked) this costs compile time: with each step emitted
     once (tools/dev/spike_step_copies.py) the backward compiled about 1 s faster, but
     forward+backward ran 0.5-1.4% slower on 8 documents and on one causal document, level on
@@ -181,29 +178,10 @@ def head_steps(group: int, per_head, lf, uf, masked_step, full_step, carry,
         masked = lambda s, carry: masked_step(s, g, carry)  # noqa: E731
         full = lambda s, carry: full_step(s, g, carry)  # noqa: E731
         carry = lax.fori_loop(base, base + lf, masked, carry)
-        if full_parity:
-            carry = parity_steps(base + lf, base + uf,
-                                 lambda s, parity, carry: full_step(s, g, carry, parity), carry)
-        else:
-            carry = lax.fori_loop(base + lf, base + uf, full, carry)
+        carry = lax.fori_loop(base + lf, base + uf, full, carry)
         return lax.fori_loop(base + uf, base + per_head, masked, carry)
 
     return lax.fori_loop(0, group, head, carry)
-
-
-def parity_steps(start, stop, step, carry):
-    """Steps [start, stop) in order by step(s, parity, carry), parity = s % 2 as a Python int:
-    an odd first step alone, then pairs (even, odd), then an even last step alone (each loop of
-    0 or 1 trips but the pairs'), so that every emitted step knows its parity."""
-    first = jnp.minimum(start + lax.bitwise_and(start, 1), stop)  # even, or stop
-    carry = lax.fori_loop(start, first, lambda s, c: step(s, 1, c), carry)
-    last = jnp.maximum(stop - lax.bitwise_and(stop, 1), first)  # the pairs' end
-
-    def pair(p, c):
-        return step(2 * p + 1, 1, step(2 * p, 0, c))
-
-    carry = lax.fori_loop(lax.div(first, 2), lax.div(last, 2), pair, carry)
-    return lax.fori_loop(last, stop, lambda s, c: step(s, 0, c), carry)
 
 
 def rotation(variant: MaskVariant, config: BackwardConfig) -> int:
@@ -338,8 +316,6 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
                     value_dim=v.shape[-1])
     if why:
         raise NotImplementedError(why)
-    if config.static_slots and stages != 2:
-        raise NotImplementedError(f"BackwardConfig.static_slots takes 2 stages, got {stages}")
     row_ratio, col_ratio = dkdv_mask.row_block // keys, dkdv_mask.col_block // block_q
     t_pad, s_pad = round_up(t, block_q), round_up(s_len, keys)
     num_k_tiles, num_q_tiles = s_pad // keys, t_pad // block_q
@@ -455,12 +431,10 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
             def rows(x):
                 return lax.broadcast_in_dim(x, shape, [0])
 
-            def step(s, g, carry, masked: bool, parity: int | None = None):
-                """parity: s % 2 where the caller knows it (config.static_slots), which is
-                then the step's Q/dO slot and its dS^T slot."""
+            def step(s, g, carry, masked: bool):
                 dk, dv = carry
-                slot = ring(s, stages) if parity is None else parity
-                d = ring(s, 2) if parity is None else parity
+                slot = ring(s, stages)
+                d = ring(s, 2)
                 head, qt = where_step(s, g, masked)
                 # a masked step's query layout: global loads issued before the step's waits,
                 # so that their latency is hidden (4-8% on log-normal and short documents)
@@ -527,14 +501,11 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
                 plgpu.barrier_arrive(free.at[slot])
                 return dk, dv
 
-            def full_step(s, g, carry, parity=None):
-                return step(s, g, carry, False, parity)
-
             with jax.named_scope("loop"):
                 dk, dv = head_steps(group, per_head, lf - lo, uf - lo,
-                                    lambda s, g, c_: step(s, g, c_, True), full_step,
-                                    (zeros((keys_per_wg, h)), zeros((keys_per_wg, h))),
-                                    full_parity=config.static_slots)
+                                    lambda s, g, c_: step(s, g, c_, True),
+                                    lambda s, g, c_: step(s, g, c_, False),
+                                    (zeros((keys_per_wg, h)), zeros((keys_per_wg, h))))
             with jax.named_scope("epilogue"):
                 plgpu.barrier_arrive(done)  # the other consumer's last dQ has read our keys
                 plgpu.barrier_wait(done)
