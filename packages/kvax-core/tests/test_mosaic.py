@@ -1384,6 +1384,37 @@ def test_persistent_forward_interpreted_on_cpu_matches_reference(monkeypatch, wo
     assert report.ok, f"seed={seed}\n{report}"
 
 
+def test_forward_static_consumers_interpreted_on_cpu_bitwise_the_default(monkeypatch):
+    """MosaicConfig.static_consumers (each warpgroup's code emitted apart) gives bitwise the
+    default forward's output and logsumexp under jax's GPU interpret mode on CPU, persistent on
+    3 SMs (each worker runs several programs, both Q buffers in turn), with the mask's schedule
+    and NaN in the padding."""
+    import mosaic_interpret
+
+    monkeypatch.setattr(mosaic_fwd, "device_sms", lambda: 3)
+    seed = int(np.random.SeedSequence().entropy % 2**31)
+    batch = _interpreted_batch(seed, 700, "shuffled")
+    layout = [jnp.asarray(a) for a in batch.layout.arrays]
+    (mask,) = build_masks(*layout, fwd_params=FWD, bwd_params=None, skip_pad_tokens=True,
+                          schedule=True)
+    config = mosaic_fwd.choose_config(mask, 128)
+    assert config.persistent and not config.static_consumers
+    q, k, v = (jnp.asarray(x) for x in (batch.query, batch.key, batch.value))
+
+    def forward(config):
+        return [np.asarray(x, np.float32) for x in mosaic_fwd.forward(
+            q, k, v, 0.1, *layout, mask, variant=MaskVariant(), pad_id=PADDING_SEGMENT_ID,
+            config=config)]
+
+    with mosaic_interpret.interpreted():
+        want = forward(config)
+        got = forward(dataclasses.replace(config, static_consumers=True))
+    live = np.asarray(batch.layout.query_segment_ids != PADDING_SEGMENT_ID)
+    assert np.all(np.isfinite(want[0])) and np.any(want[0][live] != 0), f"seed={seed}"
+    for name, a, b in zip(("out", "lse"), got, want):
+        assert np.array_equal(a, b, equal_nan=True), f"seed={seed} {name}"
+
+
 @pytest.mark.parametrize("deterministic,is_causal,cap,ranks", [
     (True, True, None, False), (False, False, 4.0, False), (True, True, None, True)],
     ids=["fixed-causal", "float-bidirectional-capped", "fixed-causal-ranks"])
