@@ -8,8 +8,7 @@ reference, beside bf16 math done plainly), then per workload: fwd ms and TF/s of
 configuration, and the largest differences from the Triton output and logsumexp. A config is
 BQxBKVxSTAGES, with trailing letters (FLAGS): "t" for the tiles' layout by TMA, "o" for each
 tile's softmax overlapped with the previous tile's PV, "p" persistent, "r" the rank rule forced,
-"n" the rule on positions and ids (else the rank rule wherever the config's schedule fits), "g"
-each consumer warpgroup's code emitted apart (MosaicConfig.static_consumers); "/P"
+"n" the rule on positions and ids (else the rank rule wherever the config's schedule fits); "/P"
 packs up to P query heads of a kv group per program (MosaicConfig.pack, as many as the
 workload's group allows; 1 without it); a suffix "~NAME" takes the kernel from
 `mosaic_fwd_ab_NAME.py`, a copy of mosaic_fwd.py placed beside it (ignored by git; e.g. the
@@ -70,8 +69,7 @@ def config_cap(text: str, cap):
 
 # a config's trailing letters: MosaicConfig fields set to True (trial patches add theirs here);
 # "n" sets rank_rule to False (the rule on positions and ids)
-FLAGS = {"t": "layout_by_tma", "o": "overlap", "p": "persistent", "r": "rank_rule",
-         "g": "static_consumers"}
+FLAGS = {"t": "layout_by_tma", "o": "overlap", "p": "persistent", "r": "rank_rule"}
 FALSE_FLAGS = {"n": "rank_rule"}
 
 
@@ -260,12 +258,12 @@ def measure(w: Workload, configs, params, repeats: int, rounds: int = 1, cap=Non
 def lower_only(configs, cap) -> None:
     """Each configuration's kernel lowered for CUDA on the check's first workload (any machine):
     seconds and the module's size."""
+    import jax
+
     from kvax.utils import default_params
 
     params = default_params(HOPPER, backward=False)
     (q, k, v, _, _), fns = kernels(CHECK_WORKLOADS[0], configs, params, cap)
-    import jax
-
     for text in configs:
         jax.clear_caches()  # each lowering from scratch, timed
         start = time.perf_counter()

@@ -1384,37 +1384,6 @@ def test_persistent_forward_interpreted_on_cpu_matches_reference(monkeypatch, wo
     assert report.ok, f"seed={seed}\n{report}"
 
 
-def test_forward_static_consumers_interpreted_on_cpu_bitwise_the_default(monkeypatch):
-    """MosaicConfig.static_consumers (each warpgroup's code emitted apart) gives bitwise the
-    default forward's output and logsumexp under jax's GPU interpret mode on CPU, persistent on
-    3 SMs (each worker runs several programs, both Q buffers in turn), with the mask's schedule
-    and NaN in the padding."""
-    import mosaic_interpret
-
-    monkeypatch.setattr(mosaic_fwd, "device_sms", lambda: 3)
-    seed = int(np.random.SeedSequence().entropy % 2**31)
-    batch = _interpreted_batch(seed, 700, "shuffled")
-    layout = [jnp.asarray(a) for a in batch.layout.arrays]
-    (mask,) = build_masks(*layout, fwd_params=FWD, bwd_params=None, skip_pad_tokens=True,
-                          schedule=True)
-    config = mosaic_fwd.choose_config(mask, 128)
-    assert config.persistent and not config.static_consumers
-    q, k, v = (jnp.asarray(x) for x in (batch.query, batch.key, batch.value))
-
-    def forward(config):
-        return [np.asarray(x, np.float32) for x in mosaic_fwd.forward(
-            q, k, v, 0.1, *layout, mask, variant=MaskVariant(), pad_id=PADDING_SEGMENT_ID,
-            config=config)]
-
-    with mosaic_interpret.interpreted():
-        want = forward(config)
-        got = forward(dataclasses.replace(config, static_consumers=True))
-    live = np.asarray(batch.layout.query_segment_ids != PADDING_SEGMENT_ID)
-    assert np.all(np.isfinite(want[0])) and np.any(want[0][live] != 0), f"seed={seed}"
-    for name, a, b in zip(("out", "lse"), got, want):
-        assert np.array_equal(a, b, equal_nan=True), f"seed={seed} {name}"
-
-
 @pytest.mark.parametrize("deterministic,is_causal,cap,ranks", [
     (True, True, None, False), (False, False, 4.0, False), (True, True, None, True)],
     ids=["fixed-causal", "float-bidirectional-capped", "fixed-causal-ranks"])
@@ -1452,57 +1421,6 @@ def test_backward_interpreted_on_cpu_matches_reference(monkeypatch, deterministi
                                  mask_terms=mask_terms(is_causal=is_causal),
                                  logits_fn=None if cap is None else soft_cap(cap))
     assert report.ok, f"seed={seed}\n{report}"
-
-
-def _full_ranges(dkdv_mask, group: int):
-    """(start, stop) of each program's fully visible steps, per query head of the group, in the
-    backward's step numbering (mosaic_bwd.head_steps; BWD128's blocks are its tiles)."""
-    bounds = mosaic_fwd.mask_bounds(dkdv_mask)
-    lo, hi, lf, uf = (np.asarray(x) for x in mosaic_fwd.ordered_bounds(lambda i: bounds[..., i]))
-    return [(g * (h - a) + (f - a), g * (h - a) + (u - a))
-            for a, h, f, u in zip(lo.ravel(), hi.ravel(), lf.ravel(), uf.ravel())
-            for g in range(group)]
-
-
-def test_backward_static_consumers_interpreted_on_cpu_bitwise_the_default(monkeypatch):
-    """BackwardConfig.static_consumers (each consumer warpgroup's code emitted apart) gives
-    bitwise the default backward's dQ, dK and dV, under jax's GPU interpret mode on CPU, on a
-    row whose programs take both masked and fully visible steps, with NaN in the padding."""
-    import mosaic_interpret
-
-    rng = np.random.default_rng()
-    for _ in range(100):  # fresh layouts until one has a program with full steps
-        seed = int(rng.integers(2**31))
-        batch = packed_batch(seed, batch=1, kv_len=520, num_heads=2, num_kv_heads=1,
-                             head_dim=64, dtype="bfloat16", poison_padding=True,
-                             num_docs=(1, 2), pad_tokens=(10, 40))
-        layout = [jnp.asarray(a) for a in batch.layout.arrays]
-        masks = build_masks(*layout, fwd_params=FWD, bwd_params=BWD128, skip_pad_tokens=True)
-        if any(b - a >= 2 for a, b in _full_ranges(masks[2], 2)):
-            break
-    else:
-        pytest.fail("no layout with fully visible steps in 100 seeds")
-    opts = Options(sequential=False, backend="mosaic", fwd_params=FWD, bwd_params=BWD128,
-                   variant=MaskVariant())
-    q, k, v = (jnp.asarray(x) for x in (batch.query, batch.key, batch.value))
-    dout = jnp.asarray(rng.standard_normal(q.shape), q.dtype)
-
-    def grads(config):
-        monkeypatch.setattr(mosaic_bwd, "chosen_config", lambda: config)
-        jax.clear_caches()  # the backward's jit reads the config when it traces
-        _, vjp = jax.vjp(
-            lambda q, k, v: _attention(opts, q, k, v, jnp.float32(0.1), None, *layout, masks)[0],
-            q, k, v)
-        return [np.asarray(g, np.float32) for g in vjp(dout)]
-
-    with mosaic_interpret.interpreted():
-        want = grads(mosaic_bwd.BackwardConfig())
-        got = grads(mosaic_bwd.BackwardConfig(static_consumers=True))
-    live = np.asarray(batch.layout.kv_segment_ids != PADDING_SEGMENT_ID)[..., None, None]
-    assert all(np.all(np.isfinite(g)) for g in want), f"seed={seed}"
-    assert np.any(want[1] * live != 0), f"seed={seed}"
-    for name, a, b in zip(("dq", "dk", "dv"), got, want):
-        assert np.array_equal(a, b), f"seed={seed} {name}"
 
 
 @pytest.mark.gpu

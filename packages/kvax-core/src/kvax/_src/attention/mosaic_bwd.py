@@ -112,12 +112,6 @@ class BackwardConfig:
     # per call) instead of ids and positions. Level with them on an H200 (8 documents, log-normal
     # and short ones: docs/bench/h200x2-2026-11-28-bwd-ranks), so off by default
     rank_rule: bool = False
-    # each consumer warpgroup's code emitted apart, so that the addresses of its keys, values,
-    # dS^T rows and dQ buffer are constants: forward+backward 1.7-2.3% faster on an H200 (one
-    # bidirectional 16k document, 8 documents: docs/bench/h200-2026-11-29-owed), bitwise the
-    # same gradients, but its module lowers 0.7-1.0 s slower and ptxas takes twice as long, so
-    # off by default (issue #12 keeps compile time no worse)
-    static_consumers: bool = False
 
     @property
     def keys(self) -> int:
@@ -398,9 +392,8 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
             head, i = head_step(s, g)
             return head, q_tile(i, masked)
 
-        def _consumer(wg):
-            """A consumer warpgroup's work: wg its index, traced, or a Python int with
-            config.static_consumers (each consumer's code emitted apart)."""
+        @pl.when(wg < 2)
+        def _consumer():
             plgpu.set_max_registers(config.consumer_registers, action="increase")
             with jax.named_scope("prologue"):
                 k_start = tile * keys + wg * keys_per_wg
@@ -518,12 +511,6 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
                 plgpu.commit_smem_to_gmem_group()
                 with jax.named_scope("store_wait"):
                     plgpu.wait_smem_to_gmem(0)
-
-        if config.static_consumers:
-            for w in range(2):
-                pl.when(wg == w)(lambda w=w: _consumer(w))
-        else:
-            pl.when(wg < 2)(lambda: _consumer(wg))
 
         @pl.when(wg == 2)
         def _producer():

@@ -113,10 +113,6 @@ class MosaicConfig:
     # masked tiles test each key's rank against the rows' intervals (rank_layouts) instead of
     # positions and ids; None: where the mask's Schedule carries those layouts
     rank_rule: bool | None = None
-    # (a trial, not yet timed) each consumer warpgroup's code emitted apart, so that the
-    # addresses of its Q/O buffers, logsumexp slots and barriers are constants (the backward's
-    # BackwardConfig.static_consumers)
-    static_consumers: bool = False
 
     @property
     def rows(self) -> int:
@@ -628,10 +624,8 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
     col_layout = plgpu.Layout.WGMMA.reduce(0)
 
     def kernel(q_ref, k_ref, v_ref, qlay_ref, klay_ref, kpads_ref, qpads_ref, items_ref,
-               factors_ref, work_ref, out_ref, lse_ref, qout_ref, scoped, role=None):
-        """role: the warpgroup's index as a Python int where config.static_consumers emits
-        each warpgroup's code apart, else None (the index traced)."""
-        wg = lax.axis_index("wg") if role is None else role
+               factors_ref, work_ref, out_ref, lse_ref, qout_ref, scoped):
+        wg = lax.axis_index("wg")
         (qo_smem2, k_smem, v_smem, lse_smem2, klay_smem, o_plain2), loaded, freed, schedule = scoped
         q_plain = None
         if persistent:  # two Q buffers per consumer, also viewed untiled (the partial stores')
@@ -1115,31 +1109,18 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
 
             lax.fori_loop(0, rounds, one_round, jnp.int32(0))
 
-        def consumer():
+        @pl.when(wg < 2)
+        def _consumers():
             plgpu.set_max_registers(232, action="increase")
             each_program(True)
             if persistent:
                 with jax.named_scope("store_wait"):
                     plgpu.wait_smem_to_gmem(0)
 
-        def producer():
+        @pl.when(wg == 2)
+        def _producer():
             plgpu.set_max_registers(40, action="decrease")
             each_program(False)
-
-        if role is None:
-            pl.when(wg < 2)(consumer)
-            pl.when(wg == 2)(producer)
-        else:
-            (consumer if role < 2 else producer)()
-
-    def roles(*args):
-        """The kernel's body for every warpgroup, or with config.static_consumers each
-        warpgroup's apart."""
-        if not config.static_consumers:
-            return kernel(*args)
-        wg = lax.axis_index("wg")
-        for role in range(3):
-            pl.when(wg == role)(lambda role=role: kernel(*args, role=role))
 
     def entry(*refs):
         # inputs, then out, lse and with store_query the zeroed q
@@ -1165,7 +1146,7 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                   plgpu.Barrier(num_barriers=stages) if config.layout_by_tma else None)
         freed = (plgpu.Barrier(num_arrivals=2, num_barriers=stages),) * 2
         pl.run_scoped(
-            lambda *scoped: roles(*refs[:12], qout_ref, scoped),
+            lambda *scoped: kernel(*refs[:12], qout_ref, scoped),
             smem, loaded, freed,
             # the hand-overs: a rendezvous of both consumers, or with overlap one turn each
             plgpu.Barrier(num_barriers=2) if config.overlap else plgpu.Barrier(num_arrivals=2),
