@@ -1,4 +1,4 @@
-# Prepared for the next session (not run), before the trials' timing: the Mosaic backward's GPU
+# Session 52, call 5 (prepared in session 51), before the trials' timing: the Mosaic backward's GPU
 # tests at HEAD. e038680 moved the consumer's code out of its pl.when decorator into a call and
 # f52bd33 passes an optional parity through the full steps; with the trials off (the default)
 # the kernel does the same work, and its CPU tests pass, but no GPU has run it. 60 tests, about

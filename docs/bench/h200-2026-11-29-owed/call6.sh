@@ -1,4 +1,4 @@
-# Prepared for the next session (not run): the trials BackwardConfig.static_slots (f52bd33) and
+# Session 52, call 6 (prepared in session 51): the trials BackwardConfig.static_slots (f52bd33) and
 # static_consumers (e038680), both off by default, in one process beside the default, on a Hopper
 # GPU. static_slots runs the Mosaic backward's fully visible steps in pairs
 # (mosaic_bwd.parity_steps), each emitted for its ring slot, so that its Q/dO/stats buffers, its

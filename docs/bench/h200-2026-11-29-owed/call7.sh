@@ -1,4 +1,4 @@
-# Prepared for the next session (not run): what soft-capping and sinks cost at today's kernels on
+# Session 52, call 7 (prepared in session 51): what soft-capping and sinks cost at today's kernels on
 # a Hopper GPU, chained as the benchmark's table (log-normal documents, 64k; then 8 documents), as
 # ../h100-2026-11-27-table/call7.sh measured them on an H100 in session 34. The README's cap
 # cost (issue #13: forward+backward +15%, the goal 10%) is that H100 reading; no H200 has timed
