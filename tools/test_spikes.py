@@ -11,7 +11,8 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "dev"))
 
-# spike_mosaic.py --lower-only's line for a config, after "CONFIG: "
+# the spikes' --lower-only line for a config, after "CONFIG: " (spike_mosaic.py) or "WORKLOAD
+# CONFIG: " (spike_mosaic_bwd.py)
 LOWERED_ONE_CALL = r"lowered in [\d.]+ s, mosaic_gpu calls 1, \d+ characters"
 
 
@@ -21,7 +22,8 @@ def test_mosaic_backward_spike_lowers(capsys):
 
     spike_mosaic_bwd.main(["--lower-only", "--configs", "240/24,240/24r"])
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 4 and all("lowered, mosaic_gpu calls 1" in line for line in lines)
+    assert len(lines) == 4 and all(re.fullmatch(r"\S+ \S+: " + LOWERED_ONE_CALL, line)
+                                   for line in lines), lines
     assert [config.rank_rule for config in spike_mosaic_bwd._configs("240/24,232/40/3r").values()
             ] == [False, True]
 
