@@ -256,9 +256,8 @@ def check_attention(
     # dq and dk: the float32 rounding of dS's terms before they cancel (_cancellation_terms)
     allowances = {}
     if grads:
-        terms = _cancellation_terms(clean, layout, np.asarray(cotangent, np.float64),
-                                    np.asarray(lse_cotangent, np.float64) if residual else None,
-                                    scale, mask_terms, logits_fn)
+        terms = _cancellation_terms(clean, allowed, want_out, cotangent,
+                                    lse_cotangent if residual else None, scale, logits_fn)
         allowances = {name: CANCELLATION_ROUNDINGS * F32_UNIT_ROUNDOFF * t
                       for name, t in zip(("dq", "dk"), terms)}
     sink_terms = None
@@ -280,7 +279,7 @@ def check_attention(
     return CheckReport(tuple(results))
 
 
-def _cancellation_terms(clean, layout, cotangent, lse_cotangent, scale, mask_terms,
+def _cancellation_terms(clean, allowed, want_out, cotangent, lse_cotangent, scale,
                         logits_fn) -> tuple[float, float]:
     """The magnitudes (dq, dk) that float32 rounding of dS's terms scales with, before they cancel.
 
@@ -294,32 +293,35 @@ def _cancellation_terms(clean, layout, cotangent, lse_cotangent, scale, mask_ter
     those sums of |products| (and E plus the logsumexp's |cotangent|), and the same over dk's
     (summed over each kv head's query heads). CANCELLATION_ROUNDINGS float32 roundings of
     these join dq's and dk's bounds: 5e-7 of the terms' magnitude, three orders under the error
-    of TF32 products, which the check still catches."""
-    with jax.enable_x64(True):
-        q, k, v = (x.astype(jnp.float64) for x in clean[:3])
-        sinks = clean[3].astype(jnp.float64) if len(clean) > 3 else None
-        out, lse = reference_attention(q, k, v, *layout, scale=scale, dtype=jnp.float64,
-                                       mask_terms=mask_terms, logits_fn=logits_fn, sinks=sinks)
-        logits = reference_logits(q, k, scale)
-        if logits_fn is not None:
-            logits = logits_fn(logits)
-        allowed = reference_mask(*layout, mask_terms=mask_terms)[:, None]  # [B, 1, T, S]
-        live = jnp.isfinite(lse)[..., None]
-        p = jnp.where(allowed & live, jnp.exp(logits - jnp.where(live, lse[..., None], 0.0)),
-                      0.0)  # [B, N, T, S]
-        group = q.shape[2] // k.shape[2]
-        k_abs = jnp.abs(jnp.repeat(k, group, axis=2))
-        v_abs = jnp.abs(jnp.repeat(v, group, axis=2))
-        do_abs = jnp.abs(jnp.asarray(cotangent))
-        d = jnp.einsum("btnh,bsnh->bnts", do_abs, v_abs)
-        e = jnp.einsum("btnh,btnh->bnt", do_abs, jnp.abs(out))
-        if lse_cotangent is not None:
-            e = e + jnp.abs(jnp.asarray(lse_cotangent)).transpose(0, 2, 1)
-        a = p * (d + e[..., None])
-        dq = abs(scale) * jnp.einsum("bnts,bsnh->btnh", a, k_abs)
-        dk = abs(scale) * jnp.einsum("bnts,btnh->bsnh", a, jnp.abs(q))
-        dk = dk.reshape(*dk.shape[:2], k.shape[2], group, dk.shape[-1]).sum(axis=3)
-        return float(jnp.max(dq, initial=0.0)), float(jnp.max(dk, initial=0.0))
+    of TF32 products, which the check still catches. In float64 NumPy (allowed [B, T, S],
+    want_out the float64 reference's output)."""
+    q, k, v = (np.asarray(x, np.float64) for x in clean[:3])
+    group = q.shape[2] // k.shape[2]
+    k, v = np.repeat(k, group, axis=2), np.repeat(v, group, axis=2)
+    logits = np.einsum("btnh,bsnh->bnts", q, k, optimize=True) * scale
+    if logits_fn is not None:
+        with jax.enable_x64(True):
+            logits = np.asarray(logits_fn(jnp.asarray(logits)))
+    mask = np.broadcast_to(allowed[:, None], logits.shape)
+    top = np.max(logits, axis=-1, where=mask, initial=-np.inf, keepdims=True)
+    if len(clean) > 3:  # the sinks join each row's denominator
+        top = np.maximum(top, np.asarray(clean[3], np.float64)[None, :, None, None])
+    top = np.where(np.isfinite(top), top, 0.0)
+    weights = np.where(mask, np.exp(np.where(mask, logits, 0.0) - top), 0.0)
+    denom = weights.sum(axis=-1, keepdims=True)
+    if len(clean) > 3:
+        denom = denom + np.exp(np.asarray(clean[3], np.float64)[None, :, None, None] - top)
+    p = weights / np.where(denom > 0, denom, 1.0)  # [B, N, T, S]
+    do_abs = np.abs(np.asarray(cotangent, np.float64))
+    d = np.einsum("btnh,bsnh->bnts", do_abs, np.abs(v), optimize=True)
+    e = np.einsum("btnh,btnh->bnt", do_abs, np.abs(np.asarray(want_out, np.float64)))
+    if lse_cotangent is not None:
+        e = e + np.abs(np.asarray(lse_cotangent, np.float64)).transpose(0, 2, 1)
+    a = p * (d + e[..., None])
+    dq = abs(float(scale)) * np.einsum("bnts,bsnh->btnh", a, np.abs(k), optimize=True)
+    dk = abs(float(scale)) * np.einsum("bnts,btnh->bsnh", a, np.abs(q), optimize=True)
+    dk = dk.reshape(*dk.shape[:2], dk.shape[2] // group, group, dk.shape[-1]).sum(axis=3)
+    return float(np.max(dq, initial=0.0)), float(np.max(dk, initial=0.0))
 
 
 def _sink_gradient_terms(clean, layout, cotangent, scale, mask_terms, logits_fn) -> float:
