@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from kvax_testing.batches import PackedBatch
-from kvax_testing.reference import (DEFAULT_MASK_TERMS, MaskTerm, reference_attention,
+from kvax_testing.reference import (DEFAULT_MASK_TERMS, MaskTerm, _softmax, reference_attention,
                                     reference_logits, reference_mask)
 
 AttentionFn = Callable[..., jax.Array]
@@ -209,6 +209,11 @@ def check_attention(
         logits = reference_logits(clean_q.astype(jnp.float64), clean_k.astype(jnp.float64),
                                   scale)  # [B, N, T, S]
         logit_magnitude = float(np.max(np.abs(logits), where=allowed[:, None], initial=0.0))
+        if grads:  # the float64 probabilities and logsumexp, for the gradients' noise terms
+            sinks64 = clean[3].astype(jnp.float64) if sinks is not None else None
+            probs, lse64 = (np.asarray(x) for x in _softmax(
+                logits if logits_fn is None else logits_fn(logits), allowed[:, None],
+                sinks=sinks64, dtype=jnp.float64))
     plain, plain_vjp = jax.vjp(ref_fn(dtype), *clean)
     plain_grads = plain_vjp(cotangents(dtype, dtype)) if grads else ()
     if residual or sinks is not None:
@@ -256,16 +261,16 @@ def check_attention(
     # dq and dk: the float32 rounding of dS's terms before they cancel (_cancellation_terms)
     allowances = {}
     if grads:
-        terms = _cancellation_terms(clean, allowed, want_out, cotangent,
-                                    lse_cotangent if residual else None, scale, logits_fn)
+        terms = _cancellation_terms(probs, clean, want_out, cotangent,
+                                    lse_cotangent if residual else None, scale)
         allowances = {name: CANCELLATION_ROUNDINGS * F32_UNIT_ROUNDOFF * t
                       for name, t in zip(("dq", "dk"), terms)}
     sink_terms = None
     if sinks is not None:
         zero_masks += (np.zeros(np.shape(sinks), bool),)
         if grads:
-            sink_terms = _sink_gradient_terms(clean, layout, np.asarray(cotangent, np.float64),
-                                              scale, mask_terms, logits_fn)
+            sink_terms = _sink_gradient_terms(want_out, lse64, clean[3],
+                                              np.asarray(cotangent, np.float64))
     for name, got, want, plain, zero, x in zip(
         ("dq", "dk", "dv", "dsinks"), got_grads, want_grads, plain_grads, zero_masks, primals
     ):
@@ -279,8 +284,8 @@ def check_attention(
     return CheckReport(tuple(results))
 
 
-def _cancellation_terms(clean, allowed, want_out, cotangent, lse_cotangent, scale,
-                        logits_fn) -> tuple[float, float]:
+def _cancellation_terms(probs, clean, want_out, cotangent, lse_cotangent,
+                        scale) -> tuple[float, float]:
     """The magnitudes (dq, dk) that float32 rounding of dS's terms scales with, before they cancel.
 
     A flash-attention backward forms dS_ts = P_ts (dP_ts - delta_t) (minus the logsumexp's
@@ -293,51 +298,33 @@ def _cancellation_terms(clean, allowed, want_out, cotangent, lse_cotangent, scal
     those sums of |products| (and E plus the logsumexp's |cotangent|), and the same over dk's
     (summed over each kv head's query heads). CANCELLATION_ROUNDINGS float32 roundings of
     these join dq's and dk's bounds: 5e-7 of the terms' magnitude, three orders under the error
-    of TF32 products, which the check still catches. In float64 NumPy (allowed [B, T, S],
-    want_out the float64 reference's output)."""
+    of TF32 products, which the check still catches. In float64 NumPy, from the reference's
+    probabilities [B, N, T, S] and output (float64)."""
     q, k, v = (np.asarray(x, np.float64) for x in clean[:3])
     group = q.shape[2] // k.shape[2]
     k, v = np.repeat(k, group, axis=2), np.repeat(v, group, axis=2)
-    logits = np.einsum("btnh,bsnh->bnts", q, k, optimize=True) * scale
-    if logits_fn is not None:
-        with jax.enable_x64(True):
-            logits = np.asarray(logits_fn(jnp.asarray(logits)))
-    mask = np.broadcast_to(allowed[:, None], logits.shape)
-    top = np.max(logits, axis=-1, where=mask, initial=-np.inf, keepdims=True)
-    if len(clean) > 3:  # the sinks join each row's denominator
-        top = np.maximum(top, np.asarray(clean[3], np.float64)[None, :, None, None])
-    top = np.where(np.isfinite(top), top, 0.0)
-    weights = np.where(mask, np.exp(np.where(mask, logits, 0.0) - top), 0.0)
-    denom = weights.sum(axis=-1, keepdims=True)
-    if len(clean) > 3:
-        denom = denom + np.exp(np.asarray(clean[3], np.float64)[None, :, None, None] - top)
-    p = weights / np.where(denom > 0, denom, 1.0)  # [B, N, T, S]
     do_abs = np.abs(np.asarray(cotangent, np.float64))
     d = np.einsum("btnh,bsnh->bnts", do_abs, np.abs(v), optimize=True)
     e = np.einsum("btnh,btnh->bnt", do_abs, np.abs(np.asarray(want_out, np.float64)))
     if lse_cotangent is not None:
         e = e + np.abs(np.asarray(lse_cotangent, np.float64)).transpose(0, 2, 1)
-    a = p * (d + e[..., None])
+    a = probs * (d + e[..., None])
     dq = abs(float(scale)) * np.einsum("bnts,bsnh->btnh", a, np.abs(k), optimize=True)
     dk = abs(float(scale)) * np.einsum("bnts,btnh->bsnh", a, np.abs(q), optimize=True)
     dk = dk.reshape(*dk.shape[:2], dk.shape[2] // group, group, dk.shape[-1]).sum(axis=3)
     return float(np.max(dq, initial=0.0)), float(np.max(dk, initial=0.0))
 
 
-def _sink_gradient_terms(clean, layout, cotangent, scale, mask_terms, logits_fn) -> float:
+def _sink_gradient_terms(out, lse, sinks, cotangent) -> float:
     """The magnitude the sinks' gradient's rounding noise scales with. It sums -p_sink * dO . O
     over rows, reading an output rounded to the input dtype: each element of O carries an
     independent rounding of up to half an ulp, so the noise is about a half ulp / sqrt(3) times
     the root sum of squares of the products p_sink * dO_d * O_d (per head; the worst head). Six
     such standard deviations are returned: neither the (cancelled) result nor the worst-case sum
-    of every rounding, which would excuse a 1% error in the sinks."""
-    with jax.enable_x64(True):
-        q, k, v, sinks = (x.astype(jnp.float64) for x in clean)
-        out, lse = reference_attention(q, k, v, *layout, scale=scale, dtype=jnp.float64,
-                                       mask_terms=mask_terms, logits_fn=logits_fn, sinks=sinks)
-        out, lse = np.asarray(out), np.asarray(lse)
+    of every rounding, which would excuse a 1% error in the sinks. out [B, T, N, Hv] and lse
+    [B, N, T]: the float64 reference's."""
     live = np.isfinite(lse)  # [B, N, T]
-    p_sink = np.exp(np.asarray(sinks)[None, :, None] - np.where(live, lse, 0.0))
+    p_sink = np.exp(np.asarray(sinks, np.float64)[None, :, None] - np.where(live, lse, 0.0))
     p_sink = np.where(live, p_sink, 0.0).transpose(0, 2, 1)[..., None]  # [B, T, N, 1]
     squares = np.square(p_sink * cotangent * out).sum(axis=(0, 1, 3))  # [N]
     return float(6.0 / np.sqrt(3.0) * np.sqrt(np.max(squares, initial=0.0)))

@@ -150,7 +150,16 @@ def reference_attention(
     allowed = reference_mask(
         query_positions, query_segment_ids, kv_positions, kv_segment_ids, mask_terms
     )[:, None]  # [B, 1, T, S]
+    probs, lse = _softmax(logits, allowed, sinks=sinks, dtype=dtype)
+    out = jnp.einsum("bnts,bsnh->btnh", probs, v, precision=hi, preferred_element_type=dtype)
+    return out.astype(dtype), lse
 
+
+def _softmax(logits, allowed, *, sinks=None, dtype=jnp.float32):
+    """(probabilities [B, N, T, S], logsumexp [B, N, T]) of logits [B, N, T, S] (after scaling
+    and logits_fn) over the allowed keys (allowed broadcasts to the logits: [B, 1, T, S]), with
+    reference_attention's sinks, computed in `dtype`: rows with no allowed key give 0 and
+    -inf."""
     masked = jnp.where(allowed, logits, -jnp.inf)
     row_max = jnp.max(masked, axis=-1, keepdims=True)
     if sinks is not None:
@@ -164,7 +173,5 @@ def reference_attention(
         denom = denom + jnp.where(any_allowed, jnp.exp(sink - row_max), 0).astype(dtype)
     safe_denom = jnp.where(any_allowed, denom, 1)
     probs = (weights / safe_denom).astype(dtype)
-    out = jnp.einsum("bnts,bsnh->btnh", probs, v, precision=hi, preferred_element_type=dtype)
-    out = out.astype(dtype)
     lse = jnp.where(any_allowed, jnp.log(safe_denom) + row_max, -jnp.inf)[..., 0]
-    return out, lse
+    return probs, lse
