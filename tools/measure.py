@@ -25,6 +25,20 @@ def median_ms(fn, repeats, wait=None):
     return float(np.median(times))
 
 
+def lowered_for_cuda(fn, *args) -> str:
+    """"lowered in S s, mosaic_gpu calls N, C characters": fn traced and lowered for CUDA (any
+    machine), JAX's caches cleared first. kvax's lowering cache (mosaic_cache) still hands back
+    a module this process, or the disk, lowered before: time a first lowering with
+    KVAX_CACHE_DIR=off, before any repeat of it."""
+    import jax
+
+    jax.clear_caches()  # traced and lowered again, not taken from jit's caches
+    start = time.perf_counter()
+    text = fn.trace(*args).lower(lowering_platforms=("cuda",)).as_text()
+    return (f"lowered in {time.perf_counter() - start:.2f} s, mosaic_gpu calls "
+            f"{text.count('custom_call @mosaic_gpu')}, {len(text)} characters")
+
+
 def in_turns(runs: dict, rounds: int, repeats: int, label=None) -> dict:
     """Times every function of runs ({key: {kind: fn}}) `rounds` times, all of them in turn in
     each round, so that the GPU's clock drift falls on all alike: {key: {kind: [ms per round]}}.

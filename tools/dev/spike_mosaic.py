@@ -37,7 +37,7 @@ import traceback
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from measure import median_ms  # noqa: E402
+from measure import lowered_for_cuda, median_ms  # noqa: E402
 from workloads import Workload, inputs  # noqa: E402
 
 
@@ -257,22 +257,13 @@ def measure(w: Workload, configs, params, repeats: int, rounds: int = 1, cap=Non
 
 def lower_only(configs, cap) -> None:
     """Each configuration's kernel lowered for CUDA on the check's first workload (any machine):
-    seconds and the module's size. JAX's caches are cleared before each, but kvax's lowering
-    cache (mosaic_cache) hands back a module this process, or the disk, lowered before: time a
-    config's first lowering with KVAX_CACHE_DIR=off, before any repeat of it."""
-    import jax
-
+    seconds and the module's size (measure.lowered_for_cuda)."""
     from kvax.utils import default_params
 
     params = default_params(HOPPER, backward=False)
     (q, k, v, _, _), fns = kernels(CHECK_WORKLOADS[0], configs, params, cap)
     for text in configs:
-        jax.clear_caches()  # traced and lowered again, not taken from jit's caches
-        start = time.perf_counter()
-        hlo = fns[text].trace(q, k, v).lower(lowering_platforms=("cuda",)).as_text()
-        calls = len(re.findall(r"custom_call @mosaic_gpu", hlo))
-        print(f"{text}: lowered in {time.perf_counter() - start:.2f} s, mosaic_gpu calls "
-              f"{calls}, {len(hlo)} characters", flush=True)
+        print(f"{text}: {lowered_for_cuda(fns[text], q, k, v)}", flush=True)
 
 
 def interpret_check(configs, params, cap) -> None:

@@ -18,7 +18,7 @@ import traceback
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from measure import median_ms  # noqa: E402
+from measure import lowered_for_cuda, median_ms  # noqa: E402
 from workloads import Workload, inputs  # noqa: E402
 
 
@@ -114,14 +114,7 @@ def main(argv=None):
             args_, fns = _runners(p, bwd_params, configs)
             for name, fn in fns.items():
                 if name != "triton":
-                    # JAX's caches cleared (kvax's lowering cache still serves a repeat: time
-                    # a config's first lowering with KVAX_CACHE_DIR=off), as spike_mosaic's
-                    jax.clear_caches()
-                    start = time.perf_counter()
-                    text = fn.trace(*args_).lower(lowering_platforms=("cuda",)).as_text()
-                    print(f"{w.name} {name}: lowered in {time.perf_counter() - start:.2f} s, "
-                          f"mosaic_gpu calls {text.count('custom_call @mosaic_gpu')}, "
-                          f"{len(text)} characters", flush=True)
+                    print(f"{w.name} {name}: {lowered_for_cuda(fn, *args_)}", flush=True)
         return
     print("device", jax.devices()[0].device_kind, "jax", jax.__version__, flush=True)
     for w in (Workload(1000, 5, 77, num_heads=4, num_kv_heads=2, seed=11, ids="shuffled"),
