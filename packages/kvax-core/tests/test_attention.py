@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from kvax_core_cases import BACKENDS, SMALL
+from kvax_core_cases import BACKENDS, SMALL, assert_one_key_rows_exact
 
 from kvax._src.attention import backends, blockwise
 from kvax.ops import create_attention_mask, flash_attention
@@ -368,18 +368,36 @@ def test_kernel_logit_error_is_the_approximate_tanh_of_16_bit_caps():
 
 def test_capped_reference_keeps_every_weight_normal():
     """With the fixed reference every weight p = exp2(logit - m), logits in [-f, f], its row sum
-    over 2^24 keys and its products with values 2^-22 <= |v| <= 2^40 are normal float32 (and
-    bfloat16) numbers; float16, uncapped calls and caps past 55 keep running row maxima."""
+    over 2^24 keys and its products with values 2^-22 <= |v| <= 2^40 are normal float32
+    numbers; 16-bit inputs (whose P is rounded), uncapped calls and caps past 55 keep running
+    row maxima."""
     tiny, big = np.finfo(np.float32).tiny, np.finfo(np.float32).max
     for cap in [0.1, 5.0, 30.0, 50.0, 55.0]:
-        m = blockwise.capped_reference(cap, jnp.bfloat16)
+        m = blockwise.capped_reference(cap, jnp.float32)
         f = cap * blockwise.LOG2E
         assert 2.0 ** (-f - m) * 2.0 ** -22 >= tiny
         assert 2.0 ** (f - m) * 2.0 ** 24 * 2.0 ** 40 < big
-    assert blockwise.capped_reference(56.0, jnp.bfloat16) is None
-    assert blockwise.capped_reference(30.0, jnp.float16) is None
     assert blockwise.capped_reference(30.0, jnp.float32) == 24.0  # the Triton forward's float32 P
-    assert blockwise.capped_reference(None, jnp.bfloat16) is None
+    assert blockwise.capped_reference(56.0, jnp.float32) is None
+    assert blockwise.capped_reference(30.0, jnp.bfloat16) is None
+    assert blockwise.capped_reference(30.0, jnp.float16) is None
+    assert blockwise.capped_reference(None, jnp.float32) is None
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype,cap", [("bfloat16", None), ("bfloat16", 5.0), ("bfloat16", 30.0),
+                                       ("float16", 30.0)])
+def test_rows_that_see_one_key_return_its_value(dtype, cap, backend):
+    """Causal documents of 1-12 tokens: each document's first token sees only itself, so its
+    output is its value, bitwise, with or without a soft cap (the capped 16-bit forwards once
+    skipped the row maxima and were off there by a rounding of P: fuzz seed 5812)."""
+    seed = int(np.random.SeedSequence().entropy % 2**31)
+    batch = packed_batch(seed, batch=2, kv_len=211, num_heads=4, num_kv_heads=2, dtype=dtype,
+                         poison_padding=True, num_docs=(20, 40), pad_tokens=(5, 20),
+                         segment_ids="shuffled")
+    fn = attention_fn(SMALL, backend=backend, scale=0.3, logits_soft_cap=cap)
+    out = fn(batch.query, batch.key, batch.value, *batch.layout.arrays)
+    assert assert_one_key_rows_exact(out, batch, mask_terms()) >= 20 * 4, f"seed={seed}"
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -387,8 +405,8 @@ def test_capped_reference_keeps_every_weight_normal():
                                        ("float16", 30.0)])
 def test_large_caps_with_saturated_logits(dtype, cap, backend):
     """Scores at 40 times the scale, of either sign, put most logits near +-c. Caps up to 55
-    give the bfloat16 and float32 Triton forward a fixed softmax reference
-    (blockwise.capped_reference); float16 and a cap of 70 keep running row maxima."""
+    give the float32 Triton forward a fixed softmax reference (blockwise.capped_reference); the
+    16-bit inputs and a cap of 70 keep running row maxima."""
     seed = int(np.random.SeedSequence().entropy % 2**31)
     batch = Case(257, dtype=dtype).packed(seed)
     for sign in (40.0, -40.0):

@@ -25,6 +25,7 @@ from kvax._src.attention.vjp import attention as vjp_attention
 from kvax._src.config import PADDING_SEGMENT_ID, current_device_kind, is_hopper
 from kvax.ops import create_attention_mask, flash_attention
 from kvax.utils import FlashAttentionParamsConfig
+from kvax_core_cases import assert_one_key_rows_exact
 from kvax_testing import check_attention, mask_terms, packed_batch, soft_cap
 
 FWD = FlashAttentionParamsConfig(query_block_size=128, kv_block_size=128, num_warps=8,
@@ -1115,13 +1116,34 @@ def test_scale_of_any_sign_matches_reference(variant, sign):
     _assert_matches(CASES[0], variant, scale_sign=sign)
 
 
+def _one_key_batch(seed: int, kv_len: int, num_docs):
+    """Causal documents of a few tokens each, shuffled ids, NaN in 5-40 padding tokens, head dim
+    128, bfloat16: each document's first token sees one key."""
+    return packed_batch(seed, batch=1, kv_len=kv_len, num_heads=2, num_kv_heads=1, head_dim=128,
+                        dtype="bfloat16", poison_padding=True, num_docs=num_docs,
+                        pad_tokens=(5, 40), segment_ids="shuffled")
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("cap", [None, 5.0, 30.0])
+def test_rows_that_see_one_key_return_its_value(cap):
+    """A row that sees one key returns its value, bitwise, soft-capped or not: the weight is
+    exactly 1 (fuzz seed 5812 found the capped forward's fixed reference a rounding off)."""
+    seed = int(np.random.SeedSequence().entropy % 2**31)
+    batch = _one_key_batch(seed, 1000, (60, 120))
+    fn = attention(FWD, BWD, 128 ** -0.5, logits_soft_cap=cap)
+    out = fn(batch.query, batch.key, batch.value, *batch.layout.arrays)
+    assert assert_one_key_rows_exact(out, batch, mask_terms()) >= 60 * 2, f"seed={seed}"
+
+
 @pytest.mark.gpu
 @hopper
 @pytest.mark.parametrize("cap", [30.0, 50.0, 70.0])
 @pytest.mark.parametrize("sign", [40.0, -40.0])
 def test_large_caps_with_saturated_logits_match_reference(cap, sign):
-    """bfloat16 caps up to 55 take a fixed softmax reference (blockwise.capped_reference), 70
-    running row maxima: scores at 40 times the scale put most logits near +-c."""
+    """Scores at 40 times the scale put most logits near +-c (running row maxima on the
+    tanhs)."""
     _assert_matches(CASES[0], dict(logits_soft_cap=cap), scale_sign=sign)
 
 
@@ -1382,6 +1404,26 @@ def test_persistent_forward_interpreted_on_cpu_matches_reference(monkeypatch, wo
         report = check_attention(forward, batch, scale=0.1, seed=seed, grads=False,
                                  residual=True)
     assert report.ok, f"seed={seed}\n{report}"
+
+
+def test_forward_interpreted_on_cpu_one_key_rows_exact():
+    """The Mosaic forward, soft-capped, run on CPU by jax's GPU interpret mode: each row that
+    sees one key returns its value bitwise (fuzz seed 5812: the capped forward once skipped the
+    row maxima, and a rounding of P reached those rows)."""
+    import mosaic_interpret
+
+    seed = int(np.random.SeedSequence().entropy % 2**31)
+    batch = _one_key_batch(seed, 300, (40, 60))
+    layout = [jnp.asarray(a) for a in batch.layout.arrays]
+    variant = MaskVariant(is_causal=True)
+    (mask,) = build_masks(*layout, fwd_params=FWD, bwd_params=None, skip_pad_tokens=True,
+                          variant=variant)
+    with mosaic_interpret.interpreted():
+        out, _ = mosaic_fwd.forward(batch.query, batch.key, batch.value, 0.1, *layout, mask,
+                                    variant=variant, pad_id=PADDING_SEGMENT_ID,
+                                    config=mosaic_fwd.choose_config(mask, 128),
+                                    logits_soft_cap=4.0)
+    assert assert_one_key_rows_exact(out, batch, mask_terms()) >= 40 * 2, f"seed={seed}"
 
 
 @pytest.mark.parametrize("deterministic,is_causal,cap,ranks", [

@@ -91,14 +91,17 @@ def _soft_cap_grad(ds, s_capped, cap):
 
 
 def capped_reference(logits_soft_cap: float | None, dtype) -> float | None:
-    """The kernels' fixed row reference m (log2 units) for soft-capped logits whose weights P
-    are kept in dtype, or None where the softmax needs running row maxima. Capped logits lie in
-    [-f, f], f = c * log2(e), so p = exp2(logit - m) with m = min(f, 24) stays in [2^-(f + m),
-    2^(f - m)] for any scores: for f <= 80 (c <= 55) every p, its bfloat16 or float32 copy, the
-    row sums (< 2^80 up to 2^24 keys) and products p * v with 2^-22 <= |v| <= 2^40 are normal
-    float32 numbers, so the softmax skips the row maximum's reduction and the output's
-    rescaling. float16's P (down to 2^-24) needs the maxima."""
-    if logits_soft_cap is None or jnp.dtype(dtype) not in (jnp.bfloat16, jnp.float32):
+    """The Triton forward's fixed row reference m (log2 units) for soft-capped float32 logits,
+    or None where the softmax keeps running row maxima. Capped logits lie in [-f, f],
+    f = c * log2(e), so p = exp2(logit - m) with m = min(f, 24) stays in [2^-(f + m), 2^(f - m)]
+    for any scores: for f <= 80 (c <= 55) every p, the row sums (< 2^80 up to 2^24 keys) and
+    products p * v with 2^-22 <= |v| <= 2^40 are normal float32 numbers, so the softmax skips
+    the row maximum's reduction and the output's rescaling. Only where P stays float32 (IEEE
+    products): no weight is then exactly 1, and a 16-bit copy of P would put its rounding, up
+    to 2^-9 of v in bfloat16, on the output of a row that sees one key, where the maxima give
+    v exactly (fuzz seed 5812, docs/bench/h200x2-2026-11-29-fuzz-b/). 16-bit inputs keep the
+    maxima."""
+    if logits_soft_cap is None or jnp.dtype(dtype) != jnp.float32:
         return None
     f = logits_soft_cap * LOG2E
     return min(f, 24.0) if f <= 80.0 else None

@@ -25,8 +25,9 @@ heads, key splits, head dim 256, other blocks) the rule reads the keys' position
 ids, so that a call does not pay for the ranks' sort.
 Consumers get most registers, the producer few. The softmax takes its row maxima on the raw
 products (or their tanh, soft-capped), so each exponent is one FMA; a negative scale flips the
-consumer's Q tile once instead. Soft-capped bfloat16 logits need no maxima: a fixed reference
-(blockwise.capped_reference) leaves nothing to rescale. `MosaicConfig(overlap=True)` (not the
+consumer's Q tile once instead. Soft-capped logits keep the maxima too: with a fixed reference
+(blockwise.capped_reference) no weight is exactly 1, and a row that sees one key would get its
+value times bf16(p) / p. `MosaicConfig(overlap=True)` (not the
 default: on an H100 level with it on 8 documents and one causal document, 3% slower on
 log-normal ones) issues each tile's QK^T together with the previous tile's PV and runs the
 tile's softmax while that PV is in flight, FA3's order inside a warpgroup; there the consumers
@@ -88,7 +89,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from kvax._src.attention import prewarm, runs
-from kvax._src.attention.blockwise import LOG2E, capped_reference
+from kvax._src.attention.blockwise import LOG2E
 from kvax._src.attention.mask import AttentionMask
 from kvax._src.attention.variant import MaskVariant
 
@@ -616,7 +617,6 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
     q_pads = q_pads if store_query else unread
     cap = logits_soft_cap
     qk_scale = logit_factor(scale, cap)
-    fixed_m = capped_reference(cap, dtype)
     sink_logits = jnp.zeros((n,), jnp.float32) if sinks is None else sinks.astype(jnp.float32)
     factors = jnp.concatenate([qk_scale.reshape(1), sink_logits * LOG2E])
 
@@ -732,8 +732,8 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                             # a scale of 0 becomes 1e-30: logits of ~1e-28, so the same uniform
                             # weights
                             c = jnp.maximum(jnp.where(c < 0, -c, c), 1e-30)
-                        m_0 = -jnp.inf if fixed_m is None else fixed_m
-                        m_i = plgpu.layout_cast(jnp.full((block_q,), m_0, jnp.float32), row_layout)
+                        m_i = plgpu.layout_cast(jnp.full((block_q,), -jnp.inf, jnp.float32),
+                                                row_layout)
                         l_i = plgpu.layout_cast(jnp.full((block_q,), 0.0, jnp.float32), row_layout)
                         acc = None if config.overlap else plgpu.layout_cast(  # overlap: O in an ACC
                             jnp.full((block_q, h), 0.0, jnp.float32), plgpu.Layout.WGMMA)
@@ -762,9 +762,7 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                     def online_softmax(slot, s, m_i, masked: bool, k_layout):
                         """(the new row max, the old rows' factor, p) for tile scores s (raw
                         QK^T). The row maxima are taken before the logits' factor f > 0 (c made
-                        positive above), so that p's exponent s * f - m is one FMA per element.
-                        With a fixed reference (capped_reference) m stays and the factor is None:
-                        nothing to rescale."""
+                        positive above), so that p's exponent s * f - m is one FMA per element."""
                         s, f = (s, c) if cap is None else (jnp.tanh(s * c), cap * LOG2E)
                         if config.layout_by_tma:
                             plgpu.barrier_wait(lay_ready.at[slot])
@@ -784,8 +782,6 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                                 lax.broadcast_in_dim(k_pos_c, shape, [1]),
                                 lax.broadcast_in_dim(k_seg_c, shape, [1]), pad_id)
                             s = jnp.where(ok, s, -jnp.inf)
-                        if fixed_m is not None:
-                            return m_i, None, jnp.exp2(s * f - fixed_m)
                         m_new = jnp.maximum(m_i, s.max(axis=1) * f)
                         m_use = jnp.where(m_new == -jnp.inf, 0.0, m_new) if masked else m_new
                         alpha = jnp.exp2(m_i - m_use)
@@ -793,9 +789,8 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                         return m_new, alpha, p
 
                     def row_sums(l_i, alpha, p):
-                        """l_i rescaled by alpha (None: nothing to rescale) plus the tile's row
-                        sums."""
-                        return (l_i if alpha is None else l_i * alpha) + p.sum(axis=1)
+                        """l_i rescaled by alpha plus the tile's row sums."""
+                        return l_i * alpha + p.sum(axis=1)
 
                     def early_layout(i, slot, masked: bool):
                         """A masked tile's layout by global loads, issued before its QK^T."""
@@ -824,8 +819,7 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                         s = qk(slot)
                         plgpu.barrier_arrive(k_free.at[slot])
                         m_new, alpha, p = online_softmax(slot, s, m_i, masked, k_layout)
-                        if alpha is not None:
-                            acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
+                        acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
                         l_i = row_sums(l_i, alpha, p)
                         p16 = p.astype(dtype)
                         acc, l_i, m_new, p16 = lax.optimization_barrier((acc, l_i, m_new, p16))
@@ -901,9 +895,8 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                                 plgpu.wgmma_wait(0)
                                 p16 = p.astype(dtype)
                                 plgpu.barrier_arrive(v_free.at[prev])
-                                if alpha is not None:
-                                    o_ref[...] = o_ref[...] * lax.broadcast_in_dim(
-                                        alpha, (block_q, h), [0])
+                                o_ref[...] = o_ref[...] * lax.broadcast_in_dim(
+                                    alpha, (block_q, h), [0])
                                 wait_next_key(i)
                                 return m_new, l_i, p16
 

@@ -24,7 +24,8 @@ def _fwd_visit(acc, m_i, l_i, q, q_pos, q_seg, k_base, v_base, kpos_ptr, kseg_pt
                FIXED_M: tl.constexpr):
     """Visit key tiles (tc.masked_tile's order); m_i is in scaled log2 units, s in score units
     (tc.scores: with a cap, t = tanh of the logit over the cap; tc.to_log2 converts). FIXED_M
-    (capped logits, blockwise.capped_reference): m_i stays there, no row maxima, no rescaling.
+    (capped float32 logits, blockwise.capped_reference): m_i stays there, no row maxima, no
+    rescaling.
     Measured on an H100 and dropped (tools/dev/tune.py): the scale folded into exp2's argument
     (no change), rescaling the accumulator only when a row maximum grew by more than 2^8 (3-7%
     slower), tl.range(warp_specialize=True) with pointer loads (no change). With TMA loads
