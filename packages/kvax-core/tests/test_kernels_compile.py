@@ -7,7 +7,6 @@ triton = pytest.importorskip("triton")
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
-
 from kvax._src.attention import triton_bwd, triton_common as tc, triton_fwd  # noqa: E402
 from kvax.utils import default_params  # noqa: E402
 
