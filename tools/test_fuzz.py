@@ -36,6 +36,36 @@ def test_fuzz_catches_a_wrong_attention(monkeypatch, capsys):
     assert "FAIL variants seed 3" in out and "FAIL variants seed 4" in out and " 2 failed" in out
 
 
+def test_fuzz_catches_an_ulp_on_rows_that_see_one_key(monkeypatch, capsys):
+    """An output one ulp off only on rows that see one key (what the capped 16-bit forwards did
+    before session 54) passes the tensor-wide bound on seed 4 (float16, a window with
+    left 4, right 29, bidirectional, some rows alone in their window), but not the one-key
+    rows' check."""
+    import fuzz
+    import jax
+    import jax.numpy as jnp
+
+    import kvax.ops
+    from kvax_testing import mask_terms, reference_mask
+
+    right = kvax.ops.flash_attention
+
+    def one_ulp_off(q, k, v, qp, qs, kp, ks, **kwargs):
+        result = right(q, k, v, qp, qs, kp, ks, **kwargs)
+        out = result[0] if isinstance(result, tuple) else result
+        terms = mask_terms(kwargs.get("is_causal", True), kwargs.get("local_window_size"))
+        alone = reference_mask(qp, qs, kp, ks, mask_terms=terms).sum(axis=2) == 1
+        held = jax.lax.stop_gradient(out)
+        ulp = jnp.nextafter(held, jnp.asarray(jnp.inf, held.dtype)) - held
+        out = jnp.where(alone[:, :, None, None], out + ulp, out)
+        return (out, result[1]) if isinstance(result, tuple) else out
+
+    monkeypatch.setattr(kvax.ops, "flash_attention", one_ulp_off)
+    assert fuzz.main(["variants", "--seeds", "4:5"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL variants seed 4" in out and "FAIL one-key rows" in out, out
+
+
 def test_fuzz_jobs_share_the_seeds_between_processes(capsys):
     """--jobs 2: each seed runs once, in one of two child processes, and the summary counts
     them all."""

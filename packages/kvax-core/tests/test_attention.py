@@ -8,12 +8,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from kvax_core_cases import BACKENDS, SMALL, assert_one_key_rows_exact
+from kvax_core_cases import BACKENDS, SMALL
 
 from kvax._src.attention import backends, blockwise
 from kvax.ops import create_attention_mask, flash_attention
-from kvax_testing import (check_attention, mask_terms, packed_batch, reference_attention,
-                          soft_cap)
+from kvax_testing import (assert_one_key_rows_exact, check_attention, mask_terms, packed_batch,
+                          reference_attention, soft_cap)
 
 
 @dataclasses.dataclass(frozen=True)

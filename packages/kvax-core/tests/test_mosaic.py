@@ -25,8 +25,8 @@ from kvax._src.attention.vjp import attention as vjp_attention
 from kvax._src.config import PADDING_SEGMENT_ID, current_device_kind, is_hopper
 from kvax.ops import create_attention_mask, flash_attention
 from kvax.utils import FlashAttentionParamsConfig
-from kvax_core_cases import assert_one_key_rows_exact
-from kvax_testing import check_attention, mask_terms, packed_batch, soft_cap
+from kvax_testing import (assert_one_key_rows_exact, check_attention, mask_terms, packed_batch,
+                          soft_cap)
 
 FWD = FlashAttentionParamsConfig(query_block_size=128, kv_block_size=128, num_warps=8,
                                  num_stages=3)

@@ -1,5 +1,6 @@
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 from kvax_testing import (PADDING_SEGMENT_ID, check_attention, packed_batch, reference_attention,
@@ -164,3 +165,25 @@ def test_checker_allows_the_rounding_of_cancelled_terms():
     assert check_attention(flash_backward(), batch, scale=0.25).ok
     bad = check_attention(flash_backward(tf32_dp=True), batch, scale=0.25)
     assert {c.name for c in bad.comparisons if not c.ok} == {"dq", "dk"}, str(bad)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_one_key_rows_exact_passes_the_reference_and_catches_an_ulp(dtype):
+    """The reference's output (rounded to the inputs' dtype) passes: its one-key rows are the
+    values. One ulp added to one output element of such a row fails, naming the element; a
+    layout where no row sees one key (bidirectional documents of 2+ tokens) is refused."""
+    from kvax_testing import assert_one_key_rows_exact, mask_terms
+
+    batch = packed_batch(31, batch=2, kv_len=90, num_docs=(10, 20), pad_tokens=5, head_dim=16,
+                         num_heads=4, num_kv_heads=2, dtype=dtype, segment_ids="shuffled")
+    out = correct(batch.query, batch.key, batch.value, *batch.layout.arrays)
+    compared = assert_one_key_rows_exact(out, batch)
+    assert compared >= 20 * 4  # every document's first token, each head
+    allowed = np.asarray(reference_mask(*batch.layout.arrays))
+    b, t = (int(x[0]) for x in np.nonzero(allowed.sum(axis=2) == 1))
+    bumped = out.at[b, t, 3, 5].set(jnp.nextafter(out[b, t, 3, 5], jnp.asarray(np.inf, out.dtype)))
+    with pytest.raises(AssertionError, match=f"batch {b}, row {t}, head 3, dim 5"):
+        assert_one_key_rows_exact(bumped, batch)
+    with pytest.raises(AssertionError, match="no row sees exactly one key"):
+        wide = packed_batch(32, kv_len=40, num_docs=1, pad_tokens=0, head_dim=8, dtype=dtype)
+        assert_one_key_rows_exact(wide.query, wide, mask_terms(is_causal=False))

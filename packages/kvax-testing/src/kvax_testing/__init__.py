@@ -1,7 +1,8 @@
 """Test helpers for attention kernels: dense reference, packed batches, checkers, fake meshes."""
 
 from kvax_testing.batches import PackedBatch, PackedLayout, packed_batch, packed_layout
-from kvax_testing.checks import CheckReport, Comparison, assert_attention_close, check_attention
+from kvax_testing.checks import (CheckReport, Comparison, assert_attention_close,
+                                 assert_one_key_rows_exact, check_attention)
 from kvax_testing.mesh import FakeDevicesError, fake_mesh, set_fake_cpu_devices
 from kvax_testing.reference import (
     DEFAULT_MASK_TERMS,
@@ -25,6 +26,7 @@ __all__ = [
     "PackedBatch",
     "PackedLayout",
     "assert_attention_close",
+    "assert_one_key_rows_exact",
     "causal_term",
     "check_attention",
     "document_term",

@@ -357,3 +357,36 @@ def assert_attention_close(attention_fn: AttentionFn, batch: PackedBatch, **kwar
     report = check_attention(attention_fn, batch, **kwargs)
     report.assert_ok()
     return report
+
+
+def assert_one_key_rows_exact(output, batch: PackedBatch,
+                              mask_terms: Sequence[MaskTerm] = DEFAULT_MASK_TERMS) -> int:
+    """Each row that sees exactly one key (a causal document's first token, a one-token
+    document) has that key's value as its output, bitwise: its only softmax weight is 1. For
+    16-bit inputs, P V accumulated in float32 and no sinks, a softmax with running row maxima
+    (the largest weight exactly 1) gives that; float32 inputs may keep an ulp of their products
+    or normalisation. check_attention's bound is tied to the whole tensor's baseline, so it can
+    miss a rounding on these rows that the plain computation does not make (a softmax without
+    maxima whose weights are rounded to 16 bits is off there by up to 2^-9 of v).
+    output [B, T, N, Hv] (its first element if a tuple). Returns how many
+    (row, head) outputs were compared; raises AssertionError naming the first wrong one, or if
+    no row sees one key (the layout would test nothing)."""
+    if isinstance(output, tuple):
+        output = output[0]
+    layout = [jnp.asarray(a) for a in batch.layout.arrays]
+    allowed = np.asarray(reference_mask(*layout, mask_terms=mask_terms))  # [B, T, S]
+    b_idx, t_idx = np.nonzero(allowed.sum(axis=2) == 1)
+    if not len(b_idx):
+        raise AssertionError("no row sees exactly one key: the layout tests nothing")
+    s_idx = allowed[b_idx, t_idx].argmax(axis=1)
+    got = np.asarray(jnp.asarray(output).astype(jnp.float32))[b_idx, t_idx]  # [rows, N, Hv]
+    value = np.asarray(jnp.asarray(batch.value).astype(jnp.float32))  # [B, S, K, Hv]
+    want = np.repeat(value[b_idx, s_idx], got.shape[1] // value.shape[2], axis=1)
+    wrong = np.argwhere(got != want)
+    if len(wrong):
+        i, n, h = (int(x) for x in wrong[0])
+        raise AssertionError(
+            f"{len(wrong)} of {got.size} outputs of rows that see one key differ from its value; "
+            f"first at batch {int(b_idx[i])}, row {int(t_idx[i])}, head {n}, dim {h}: "
+            f"{got[i, n, h]} instead of {want[i, n, h]}")
+    return got.shape[0] * got.shape[1]
