@@ -11,9 +11,9 @@ Each seed draws one case: lengths (odd ones, T < S), heads (GQA/MQA), head dim, 
 windows, soft cap, sinks, the returned logsumexp, id styles, positions, block sizes, padding
 poisoned with NaN/Inf; for `sharded` also the mesh (data x context x model), kv heads sharded or
 replicated and the permutation. `variants` runs whatever backend "auto" picks, so on a GPU it
-fuzzes the kernels (the CPU path elsewhere); with 16-bit inputs and no sinks it also demands
-that rows that see one key return that key's value bitwise (kvax_testing.assert_one_key_rows_exact,
-which the tensor-wide bound can miss). Prints a line per case (a failing one says enough to
+fuzzes the kernels (the CPU path elsewhere); with 16-bit inputs and no sinks the check also
+demands that rows that see one key return that key's value bitwise, which the tensor-wide bound
+can miss. Prints a line per case (a failing one says enough to
 rerun it alone with --seeds N:N+1) and a summary; exits 1 if any case failed. The suite's tests
 are fixed cases; this is for a change that deserves more: 100 seeds take 5-15 minutes on 2 cores.
 """
@@ -48,8 +48,7 @@ def variants_case(seed: int) -> str | None:
     from kvax._src.attention.backends import kernel_logit_error
     from kvax.ops import create_attention_mask, flash_attention
     from kvax.utils import FlashAttentionParamsConfig
-    from kvax_testing import (assert_one_key_rows_exact, check_attention, mask_terms,
-                              packed_batch, reference_mask, soft_cap)
+    from kvax_testing import check_attention, mask_terms, packed_batch, soft_cap
 
     r = np.random.default_rng(seed)  # each case its own generator: a failing seed reruns alone
     kv_len = int(r.integers(1, 300))
@@ -86,27 +85,16 @@ def variants_case(seed: int) -> str | None:
 
     # "auto" runs the GPU kernels on a GPU: a soft cap there takes an approximate tanh
     on_gpu = jax.default_backend() == "gpu"
-    terms = mask_terms(is_causal, window)
-    fn = jax.jit(attention)
-    report = check_attention(fn, batch, scale=scale, seed=seed, mask_terms=terms,
+    report = check_attention(jax.jit(attention), batch, scale=scale, seed=seed,
+                             mask_terms=mask_terms(is_causal, window),
                              logits_fn=None if cap is None else soft_cap(cap), sinks=sinks,
                              residual=residual,
                              logit_error=kernel_logit_error(cap, dtype) if on_gpu else 0.0)
-    problem = None if report.ok else str(report)
-    if problem is None and dtype != "float32" and sinks is None:
-        # the bound above is the whole tensor's; rows that see one key must be their value
-        allowed = np.asarray(reference_mask(*batch.layout.arrays, mask_terms=terms))
-        if (allowed.sum(axis=2) == 1).any():
-            try:
-                assert_one_key_rows_exact(fn(batch.query, batch.key, batch.value,
-                                             *batch.layout.arrays), batch, terms)
-            except AssertionError as e:
-                problem = f"FAIL one-key rows: {e}"
-    if problem is None:
+    if report.ok:
         return None
     return (f"T={q_len} S={kv_len} N{n_heads}K{k_heads} H{h} {dtype} {variant} cap={cap} "
             f"sinks={sinks is not None} residual={residual} ids={ids} positions={positions} "
-            f"blocks={blocks}\n{problem}")
+            f"blocks={blocks}\n{report}")
 
 
 def _jax_nn_live_rows(t: int, s: int, batch: int, kw: dict) -> np.ndarray:

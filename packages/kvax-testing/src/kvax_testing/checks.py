@@ -147,6 +147,7 @@ def check_attention(
     sinks=None,
     residual: bool = False,
     logit_error: float = 0.0,
+    exact_one_key_rows: bool | None = None,
 ) -> CheckReport:
     """Compare `attention_fn` with the reference on `batch`; return a report (see .assert_ok()).
 
@@ -163,6 +164,8 @@ def check_attention(
     soft cap, say). The logsumexp, a float32 result held to the float32 computation, may move by
     that much more; the other results keep their bounds (a 16-bit plain computation rounds its
     logits more coarsely, and the sinks' gradient's bound is that of its 16-bit output).
+    `exact_one_key_rows` (by default for 16-bit inputs without sinks): rows that see exactly
+    one key must return its value bitwise ("1-key"; see assert_one_key_rows_exact).
     """
     dtype = jnp.dtype(batch.query.dtype)
     layout = [jnp.asarray(a) for a in batch.layout.arrays]
@@ -253,6 +256,10 @@ def check_attention(
                                     logit_magnitude=logit_magnitude, logit_error=logit_error))
     if got_out.dtype != dtype:
         results.append(Comparison("out", 0, 0, 0, (), 0, 0, f"dtype {got_out.dtype}, want {dtype}"))
+    if exact_one_key_rows is None:
+        exact_one_key_rows = dtype.itemsize == 2 and sinks is None
+    if exact_one_key_rows and (allowed.sum(axis=2) == 1).any():
+        results.append(_one_key_rows(got_out, v, allowed))
     zero_masks = (
         ~_broadcast_rows(q_live, q.shape),
         ~_broadcast_rows(kv_live, k.shape),
@@ -359,34 +366,47 @@ def assert_attention_close(attention_fn: AttentionFn, batch: PackedBatch, **kwar
     return report
 
 
+
+def _one_key_rows(output, value, allowed) -> Comparison:
+    """Rows that see exactly one key (allowed [B, T, S] has one True) against that key's value,
+    bitwise: "1-key", its error the largest difference there (bound 0)."""
+    b_idx, t_idx = np.nonzero(allowed.sum(axis=2) == 1)
+    s_idx = allowed[b_idx, t_idx].argmax(axis=1)
+    got = np.asarray(jnp.asarray(output).astype(jnp.float32))[b_idx, t_idx]  # [rows, N, Hv]
+    value = np.asarray(jnp.asarray(value).astype(jnp.float32))  # [B, S, K, Hv]
+    want = np.repeat(value[b_idx, s_idx], got.shape[1] // value.shape[2], axis=1)
+    diff = np.abs(got - want)
+    diff = np.where(np.isnan(diff), np.inf, diff)
+    i, n, h = np.unravel_index(int(np.argmax(diff)), diff.shape)
+    where = (int(b_idx[i]), int(t_idx[i]), int(n), int(h))
+    wrong = int(np.count_nonzero(diff))
+    problem = (f"{wrong} of {got.size} outputs of the {len(b_idx)} rows that see one key differ "
+               "from its value" if wrong else "")
+    return Comparison("1-key", float(diff[i, n, h]), 0.0, 0.0, where, float(got[i, n, h]),
+                      float(want[i, n, h]), problem)
+
+
 def assert_one_key_rows_exact(output, batch: PackedBatch,
                               mask_terms: Sequence[MaskTerm] = DEFAULT_MASK_TERMS) -> int:
     """Each row that sees exactly one key (a causal document's first token, a one-token
     document) has that key's value as its output, bitwise: its only softmax weight is 1. For
     16-bit inputs, P V accumulated in float32 and no sinks, a softmax with running row maxima
     (the largest weight exactly 1) gives that; float32 inputs may keep an ulp of their products
-    or normalisation. check_attention's bound is tied to the whole tensor's baseline, so it can
-    miss a rounding on these rows that the plain computation does not make (a softmax without
-    maxima whose weights are rounded to 16 bits is off there by up to 2^-9 of v).
-    output [B, T, N, Hv] (its first element if a tuple). Returns how many
-    (row, head) outputs were compared; raises AssertionError naming the first wrong one, or if
-    no row sees one key (the layout would test nothing)."""
+    or normalisation. check_attention's output bound is tied to the whole tensor's baseline, so
+    it can miss a rounding on these rows that the plain computation does not make (a softmax
+    without maxima whose weights are rounded to 16 bits is off there by up to 2^-9 of v); it
+    makes this check too for 16-bit inputs without sinks. output [B, T, N, Hv] (its first
+    element if a tuple). Returns how many (row, head) outputs were compared; raises
+    AssertionError naming the first wrong one, or if no row sees one key (the layout would
+    test nothing)."""
     if isinstance(output, tuple):
         output = output[0]
     layout = [jnp.asarray(a) for a in batch.layout.arrays]
     allowed = np.asarray(reference_mask(*layout, mask_terms=mask_terms))  # [B, T, S]
-    b_idx, t_idx = np.nonzero(allowed.sum(axis=2) == 1)
-    if not len(b_idx):
+    rows = int(np.count_nonzero(allowed.sum(axis=2) == 1))
+    if not rows:
         raise AssertionError("no row sees exactly one key: the layout tests nothing")
-    s_idx = allowed[b_idx, t_idx].argmax(axis=1)
-    got = np.asarray(jnp.asarray(output).astype(jnp.float32))[b_idx, t_idx]  # [rows, N, Hv]
-    value = np.asarray(jnp.asarray(batch.value).astype(jnp.float32))  # [B, S, K, Hv]
-    want = np.repeat(value[b_idx, s_idx], got.shape[1] // value.shape[2], axis=1)
-    wrong = np.argwhere(got != want)
-    if len(wrong):
-        i, n, h = (int(x) for x in wrong[0])
-        raise AssertionError(
-            f"{len(wrong)} of {got.size} outputs of rows that see one key differ from its value; "
-            f"first at batch {int(b_idx[i])}, row {int(t_idx[i])}, head {n}, dim {h}: "
-            f"{got[i, n, h]} instead of {want[i, n, h]}")
-    return got.shape[0] * got.shape[1]
+    comparison = _one_key_rows(output, batch.value, allowed)
+    if not comparison.ok:
+        raise AssertionError(str(comparison))
+    return rows * np.shape(output)[2]
