@@ -64,6 +64,7 @@ def test_fuzz_catches_an_ulp_on_rows_that_see_one_key(monkeypatch, capsys):
     assert fuzz.main(["variants", "--seeds", "4:5"]) == 1
     out = capsys.readouterr().out
     assert "FAIL variants seed 4" in out and "FAIL  1-key" in out, out
+    assert "FAIL    out" not in out, out  # the tensor-wide bound alone would have passed it
 
 
 def test_fuzz_jobs_share_the_seeds_between_processes(capsys):

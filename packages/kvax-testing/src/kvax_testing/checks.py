@@ -366,7 +366,6 @@ def assert_attention_close(attention_fn: AttentionFn, batch: PackedBatch, **kwar
     return report
 
 
-
 def _one_key_rows(output, value, allowed) -> Comparison:
     """Rows that see exactly one key (allowed [B, T, S] has one True) against that key's value,
     bitwise: "1-key", its error the largest difference there (bound 0)."""
