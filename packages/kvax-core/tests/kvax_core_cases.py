@@ -41,4 +41,3 @@ def lowered_for_hopper(kv_len: int = 700, debug_info: bool = False) -> str:
         jax.clear_caches()
         step = jax.jit(jax.grad(loss)).trace(jnp.asarray(batch.query))
         return step.lower(lowering_platforms=("cuda",)).as_text(debug_info=debug_info)
-

@@ -258,8 +258,9 @@ def check_attention(
         results.append(Comparison("out", 0, 0, 0, (), 0, 0, f"dtype {got_out.dtype}, want {dtype}"))
     if exact_one_key_rows is None:
         exact_one_key_rows = dtype.itemsize == 2 and sinks is None
-    if exact_one_key_rows and (allowed.sum(axis=2) == 1).any():
-        results.append(_one_key_rows(got_out, v, allowed))
+    one_key = _one_key_rows(got_out, v, allowed) if exact_one_key_rows else None
+    if one_key is not None:
+        results.append(one_key)
     zero_masks = (
         ~_broadcast_rows(q_live, q.shape),
         ~_broadcast_rows(kv_live, k.shape),
@@ -366,10 +367,12 @@ def assert_attention_close(attention_fn: AttentionFn, batch: PackedBatch, **kwar
     return report
 
 
-def _one_key_rows(output, value, allowed) -> Comparison:
+def _one_key_rows(output, value, allowed) -> Comparison | None:
     """Rows that see exactly one key (allowed [B, T, S] has one True) against that key's value,
-    bitwise: "1-key", its error the largest difference there (bound 0)."""
+    bitwise: "1-key", its error the largest difference there (bound 0); None if no row does."""
     b_idx, t_idx = np.nonzero(allowed.sum(axis=2) == 1)
+    if not len(b_idx):
+        return None
     s_idx = allowed[b_idx, t_idx].argmax(axis=1)
     got = np.asarray(jnp.asarray(output).astype(jnp.float32))[b_idx, t_idx]  # [rows, N, Hv]
     value = np.asarray(jnp.asarray(value).astype(jnp.float32))  # [B, S, K, Hv]
@@ -402,10 +405,9 @@ def assert_one_key_rows_exact(output, batch: PackedBatch,
         output = output[0]
     layout = [jnp.asarray(a) for a in batch.layout.arrays]
     allowed = np.asarray(reference_mask(*layout, mask_terms=mask_terms))  # [B, T, S]
-    rows = int(np.count_nonzero(allowed.sum(axis=2) == 1))
-    if not rows:
-        raise AssertionError("no row sees exactly one key: the layout tests nothing")
     comparison = _one_key_rows(output, batch.value, allowed)
+    if comparison is None:
+        raise AssertionError("no row sees exactly one key: the layout tests nothing")
     if not comparison.ok:
         raise AssertionError(str(comparison))
-    return rows * np.shape(output)[2]
+    return int(np.count_nonzero(allowed.sum(axis=2) == 1)) * np.shape(output)[2]
