@@ -295,6 +295,36 @@ def test_mask_carries_the_forward_schedule(is_causal, monkeypatch):
     assert small.schedule is None
 
 
+
+def test_tables_no_backend_reads_cost_nothing_inside_jit(monkeypatch):
+    """A mask built on a Hopper GPU carries the Hopper forward's tables whichever backend the
+    call then takes. Inside a jitted step (where masks belong) XLA drops them when the backend
+    does not read them: here the pure-JAX backend, standing in for a call that forces Triton
+    (which cannot compile on CPU), compiles to the same program with the tables or without.
+    Built alone, the mask with its tables is a larger program (what this test would catch if
+    the tables were not there to drop)."""
+    batch = packed_batch(3, batch=1, kv_len=512, num_heads=4, num_kv_heads=2, head_dim=64,
+                         dtype="bfloat16")
+    lay = [jnp.asarray(a) for a in batch.layout.arrays]
+    qkv = [jnp.asarray(x) for x in (batch.query, batch.key, batch.value)]
+    p128 = FlashAttentionParamsConfig(query_block_size=128, kv_block_size=128)
+
+    def step(q, k, v, *lay):
+        mask = create_attention_mask(*lay, fwd_params=p128)
+        return flash_attention(q, k, v, *lay, mask=mask, fwd_params=p128, backend="xla")
+
+    def instructions(fn, *args, tables):
+        monkeypatch.setattr(api, "wants_schedule", lambda: tables)
+        jax.clear_caches()
+        text = jax.jit(fn).lower(*args).compile().as_text()
+        return len(re.findall(r"^\s+\S+ = ", text, re.M))
+
+    assert instructions(step, *qkv, *lay, tables=True) == instructions(step, *qkv, *lay,
+                                                                        tables=False)
+    mask_alone = lambda *lay: create_attention_mask(*lay, fwd_params=p128)  # noqa: E731
+    assert (instructions(mask_alone, *lay, tables=True)
+            > instructions(mask_alone, *lay, tables=False))
+
 def test_a_call_with_a_prebuilt_mask_builds_no_tables():
     """The forward reads the mask's schedule: lowered with the mask as an argument (as a model's
     step or the benchmark passes it), it has no scan, no scatter, and no padding or windowed
