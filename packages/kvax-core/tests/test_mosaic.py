@@ -317,11 +317,13 @@ def test_tables_no_backend_reads_cost_nothing_inside_jit(monkeypatch):
         monkeypatch.setattr(api, "wants_schedule", lambda: tables)
         jax.clear_caches()
         text = jax.jit(fn).lower(*args).compile().as_text()
-        return len(re.findall(r"^\s+\S+ = ", text, re.M))
+        return len(re.findall(r"^\s+\S+ = ", text, re.MULTILINE))
 
     assert instructions(step, *qkv, *lay, tables=True) == instructions(step, *qkv, *lay,
                                                                         tables=False)
-    mask_alone = lambda *lay: create_attention_mask(*lay, fwd_params=p128)  # noqa: E731
+    def mask_alone(*lay):
+        return create_attention_mask(*lay, fwd_params=p128)
+
     assert (instructions(mask_alone, *lay, tables=True)
             > instructions(mask_alone, *lay, tables=False))
 
