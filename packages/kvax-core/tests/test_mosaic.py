@@ -295,7 +295,6 @@ def test_mask_carries_the_forward_schedule(is_causal, monkeypatch):
     assert small.schedule is None
 
 
-
 def test_tables_no_backend_reads_cost_nothing_inside_jit(monkeypatch):
     """A mask built on a Hopper GPU carries the Hopper forward's tables whichever backend the
     call then takes. Inside a jitted step (where masks belong) XLA drops them when the backend
@@ -321,11 +320,13 @@ def test_tables_no_backend_reads_cost_nothing_inside_jit(monkeypatch):
 
     assert instructions(step, *qkv, *lay, tables=True) == instructions(step, *qkv, *lay,
                                                                         tables=False)
+
     def mask_alone(*lay):
         return create_attention_mask(*lay, fwd_params=p128)
 
     assert (instructions(mask_alone, *lay, tables=True)
             > instructions(mask_alone, *lay, tables=False))
+
 
 def test_a_call_with_a_prebuilt_mask_builds_no_tables():
     """The forward reads the mask's schedule: lowered with the mask as an argument (as a model's
