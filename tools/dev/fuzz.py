@@ -13,8 +13,8 @@ poisoned with NaN/Inf; for `sharded` also the mesh (data x context x model), kv 
 replicated and the permutation. `variants` runs whatever backend "auto" picks, so on a GPU it
 fuzzes the kernels (the CPU path elsewhere); with 16-bit inputs and no sinks the check also
 demands that rows that see one key return that key's value bitwise, which the tensor-wide bound
-can miss. Prints a line per case (a failing one says enough to
-rerun it alone with --seeds N:N+1) and a summary; exits 1 if any case failed. The suite's tests
+can miss. Prints a line per case (a failing one says enough to rerun it alone with
+--seeds N:N+1) and a summary; exits 1 if any case failed. The suite's tests
 are fixed cases; this is for a change that deserves more: 100 seeds take 5-15 minutes on 2 cores.
 """
 
@@ -323,6 +323,8 @@ def main(argv=None) -> int:
         return in_processes(args)
     if args.mode == "sharded" and args.platform == "cpu" and "jax" not in sys.modules:
         os.environ.setdefault("JAX_NUM_CPU_DEVICES", "8")  # before JAX starts
+    import jax
+
     options = {"platform": args.platform} if args.mode == "sharded" else {}
     first, stop = (int(x) for x in args.seeds.split(":"))
     failed, skipped, ran, t0 = 0, 0, 0, time.time()
@@ -341,8 +343,6 @@ def main(argv=None) -> int:
         # process's life (kvax's mask builder and op, as jax's own functions do). On CPU each kept
         # about 800 memory maps a jax_nn case: after 89 cases LLVM could map no more (the kernel's
         # limit of 65530), and the run died. Cleared, the maps stay at ~480.
-        import jax
-
         jax.clear_caches()
         if problem == SKIPPED:
             skipped += 1
