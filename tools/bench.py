@@ -359,7 +359,8 @@ def run_gpu(args, save):
 
 
 def fmt(x, spec):
-    return "-" if x is None else format(x, spec)
+    """x in spec's format; a missing value as "-" in the same width, so the columns stay put."""
+    return format(x, spec) if x is not None else "-".rjust(int(spec.split(".")[0] or 0))
 
 
 def print_table(entries, w: Workload, block_flops: float):

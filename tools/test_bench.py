@@ -487,6 +487,24 @@ def test_in_turns_reverses_every_other_round():
     assert all(len(t) == 3 for kinds in times.values() for t in kinds.values())
 
 
+def test_table_columns_line_up_with_missing_values(capsys):
+    """A missing value ("-": ours has no error against ours) keeps its column's width, so each
+    value ends under its heading (it printed as "1.00-" against the memory column)."""
+    from bench import Row, print_table
+
+    print_table([Row("kvax (ours)", 64, fwd_ms=1.5, fwd_tflops=400.0, fwdbwd_ms=6.0,
+                     fwdbwd_tflops=380.0, mask_ms=0.1, peak_gib=1.0, wall_s=16.0),
+                 Row("FlashAttention-3 (jax)", 64, fwd_ms=1.4, fwd_tflops=420.0, fwdbwd_ms=5.5,
+                     fwdbwd_tflops=400.0, mask_ms=None, peak_gib=0.5, rel_err_vs_ours=2e-3,
+                     wall_s=3.0)], Workload(64), 1e9)
+    lines = capsys.readouterr().out.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("implementation"))
+    ends = [m.end() for m in re.finditer(r"\S+(?: \S+)*", lines[head][24:])]
+    for row in lines[head + 1:head + 3]:
+        assert [m.end() for m in re.finditer(r"\S+", row[24:])] == ends, row
+    assert lines[head + 1][24:].split()[6] == "-" and lines[head + 2][24:].split()[4] == "-"
+
+
 def test_table_gives_ours_against_the_fastest_peer():
     """Each of our rows over the fastest peer with a time, forward and forward+backward apart;
     skipped peers and the original kvax are not ours; the lines do not read as table rows."""
