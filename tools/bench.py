@@ -309,9 +309,15 @@ def run_gpu(args, save):
     keeps what it measured; with --rounds, then the in-process ones in turns (saved again); the
     table follows each length."""
     peers = [p for p in args.peers.split(",") if p]
+    own = [PEERS[p].label for p in peers if p in PEERS and PEERS[p].jax_attention is None]
     for seq_len in args.seq_lens or [16384, 65536]:
         w = for_args(args, seq_len)
         entries, timed = [], []
+        # a first line at once: a peer's first compile can take minutes with nothing printed
+        print(f"{w.name}: ours, then {', '.join(peers) or 'no peers'}; a line as each ends, its "
+              "time including its compiles" + (f"; {' and '.join(own)} compile in their own "
+              f"processes, up to --peer-timeout {args.peer_timeout:.0f} s each" if own else ""),
+              flush=True)
 
         def save_entries(replace: bool):  # the length's entry: added, then rewritten
             save(dict(workload=dataclasses.asdict(w), name=w.name,

@@ -179,6 +179,27 @@ def test_gpu_table_on_cpu_saves_every_length_and_reports_failed_peers(tmp_path, 
     assert re.search(r"^  B1-S96-\S+ kvax \(ours\): fwd [\d.]+ ms, f\+b [\d.]+ ms", out, re.M)
 
 
+def test_each_length_first_says_what_runs(tmp_path, capsys, monkeypatch):
+    """Before anything is timed, a line names what each length runs and which peers compile in
+    their own processes (FlexAttention's first compile took 216 s on an H200, silent)."""
+    def no_peer(key, w, args):
+        raise RuntimeError("not here")
+
+    monkeypatch.setattr(bench, "bench_peer", no_peer)
+    args = bench.parse_args(["mha_bwd", "--seq-lens", "64", "--doc-len", "20",
+                             "--num-pad-tokens", "5", "--heads", "2", "--kv-heads", "1",
+                             "--head-dim", "16", "--dtype", "float32", "--repeats", "1",
+                             "--peers", "flex,fa3,kvax010", "--peer-timeout", "90",
+                             "--out", str(tmp_path)])
+    bench.run_gpu(args, lambda result, replace=False: None)
+    first, second = capsys.readouterr().out.splitlines()[:2]
+    assert first.startswith("B1-S64-") and first.endswith(
+        ": ours, then flex, fa3, kvax010; a line as each ends, its time including its compiles; "
+        "FlexAttention (torch) and kvax 0.1.0 (original) compile in their own processes, up to "
+        "--peer-timeout 90 s each")
+    assert "kvax (ours): fwd" in second
+
+
 def test_rounds_time_every_in_process_row_in_turn(tmp_path, capsys):
     """--rounds: ours (both rows) timed again in turn; each row reads the median of its rounds
     and keeps them; rows of peers that failed have none."""
@@ -197,7 +218,10 @@ def test_rounds_time_every_in_process_row_in_turn(tmp_path, capsys):
         assert row["fwd_tflops"] == pytest.approx(
             bench.for_args(args, 96).flops(False) / row["fwd_ms"] / 1e9)
     assert cudnn["skipped"] and cudnn["rounds"] is None
-    assert "the median of 3 rounds" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "the median of 3 rounds" in out
+    assert out.startswith("B1-S96-") and ": ours, then cudnn; a line as each ends" in out
+    assert "own processes" not in out  # cudnn runs in this one
 
 
 def test_layers_chain_the_calls_and_report_each_calls_time(tmp_path, capsys, monkeypatch):
