@@ -1197,6 +1197,40 @@ def test_overlapped_forward_matches_reference(monkeypatch, case, variant):
     assert chosen, "the Mosaic forward did not run: the overlapped kernel went untested"
 
 
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("case,variant,sign", [
+    (CASES[0], dict(logits_soft_cap=5.0), 1.0),
+    (CASES[0], dict(logits_soft_cap=50.0), 40.0),
+    (CASES[0], dict(logits_soft_cap=30.0, is_causal=False), -40.0),
+    (CASES[3], dict(sinks=True, logits_soft_cap=4.0, local_window_size=(40, 0)), 1.0),
+], ids=lambda x: _case_id(x) if isinstance(x, dict) and "heads" in x
+    else _variant_id(x) if isinstance(x, dict) else f"x{x:g}")
+def test_fixed_reference_forward_matches_reference(monkeypatch, case, variant, sign):
+    """The soft-capped forward without row maxima (MosaicConfig.fixed_reference, a trial, off
+    by default), through the whole API, logits near +-c among them."""
+    with _edited_configs(monkeypatch, lambda config, group: dataclasses.replace(
+            config, fixed_reference=True)) as chosen:
+        _assert_matches(case, variant, scale_sign=sign)
+    assert chosen, "the Mosaic forward did not run: the fixed reference went untested"
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("cap", [5.0, 30.0, 50.0])
+def test_fixed_reference_rows_that_see_one_key_return_its_value(monkeypatch, cap):
+    """Without row maxima no weight is 1: a row that sees one key is divided by its weight
+    rounded as P is, and returns the key's value bitwise (MosaicConfig.fixed_reference)."""
+    seed = int(np.random.SeedSequence().entropy % 2**31)
+    batch = _one_key_batch(seed, 1000, (60, 120))
+    with _edited_configs(monkeypatch, lambda config, group: dataclasses.replace(
+            config, fixed_reference=True)) as chosen:
+        fn = attention(FWD, BWD, 128 ** -0.5, logits_soft_cap=cap)
+        out = fn(batch.query, batch.key, batch.value, *batch.layout.arrays)
+    assert chosen and chosen[-1].fixed_reference
+    assert assert_one_key_rows_exact(out, batch, mask_terms()) >= 60 * 2, f"seed={seed}"
+
+
 @contextlib.contextmanager
 def _edited_configs(monkeypatch, edit):
     """mosaic_fwd.choose_config patched to return edit(its config, the kv group's query heads);
@@ -1439,10 +1473,12 @@ def test_persistent_forward_interpreted_on_cpu_matches_reference(monkeypatch, wo
     assert report.ok, f"seed={seed}\n{report}"
 
 
-def test_forward_interpreted_on_cpu_one_key_rows_exact():
+@pytest.mark.parametrize("fixed", [False, True], ids=["maxima", "fixed-reference"])
+def test_forward_interpreted_on_cpu_one_key_rows_exact(fixed):
     """The Mosaic forward, soft-capped, run on CPU by jax's GPU interpret mode: each row that
     sees one key returns its value bitwise (fuzz seed 5812: the capped forward once skipped the
-    row maxima, and a rounding of P reached those rows)."""
+    row maxima, and a rounding of P reached those rows). With MosaicConfig.fixed_reference (a
+    trial) there are no maxima: such rows are divided by their weight rounded as P is."""
     import mosaic_interpret
 
     seed = int(np.random.SeedSequence().entropy % 2**31)
@@ -1451,12 +1487,58 @@ def test_forward_interpreted_on_cpu_one_key_rows_exact():
     variant = MaskVariant(is_causal=True)
     (mask,) = build_masks(*layout, fwd_params=FWD, bwd_params=None, skip_pad_tokens=True,
                           variant=variant)
+    config = dataclasses.replace(mosaic_fwd.choose_config(mask, 128), fixed_reference=fixed)
+    assert (mosaic_fwd.fixed_weights(config, 4.0, batch.query.dtype) is not None) is fixed
     with mosaic_interpret.interpreted():
         out, _ = mosaic_fwd.forward(batch.query, batch.key, batch.value, 0.1, *layout, mask,
-                                    variant=variant, pad_id=PADDING_SEGMENT_ID,
-                                    config=mosaic_fwd.choose_config(mask, 128),
+                                    variant=variant, pad_id=PADDING_SEGMENT_ID, config=config,
                                     logits_soft_cap=4.0)
     assert assert_one_key_rows_exact(out, batch, mask_terms()) >= 40 * 2, f"seed={seed}"
+
+
+def test_fixed_reference_serves_capped_bfloat16_only():
+    """MosaicConfig.fixed_reference takes blockwise.capped_reference's reference for soft-capped
+    bfloat16 with caps up to 55; float16 (whose range cannot hold the weights), no cap, larger
+    caps and the overlapped kernel keep their row maxima."""
+    on = mosaic_fwd.MosaicConfig(fixed_reference=True)
+    assert mosaic_fwd.fixed_weights(on, 30.0, jnp.bfloat16) == 24.0
+    assert mosaic_fwd.fixed_weights(on, 10.0, jnp.bfloat16) == pytest.approx(10.0 * 1.4426950)
+    for config, cap, dtype in [(on, 30.0, jnp.float16), (on, None, jnp.bfloat16),
+                               (on, 60.0, jnp.bfloat16), (mosaic_fwd.MosaicConfig(), 30.0,
+                                                          jnp.bfloat16),
+                               (dataclasses.replace(on, overlap=True), 30.0, jnp.bfloat16)]:
+        assert mosaic_fwd.fixed_weights(config, cap, dtype) is None, (config, cap, dtype)
+
+
+@pytest.mark.parametrize("cap,sinks", [(4.0, False), (50.0, True)])
+def test_fixed_reference_interpreted_on_cpu_matches_reference(monkeypatch, cap, sinks):
+    """MosaicConfig.fixed_reference (a trial: soft-capped bfloat16 without row maxima), the
+    kernel run on CPU by jax's GPU interpret mode, persistent on 3 SMs: output and logsumexp
+    against the float64 reference within the usual bounds, exactly 0 and -inf on padding rows
+    holding NaN, rows that see one key exact; with sinks (whose epilogue takes the fixed
+    reference as the rows' maxima), a cap of 50 and logits 8 times the usual scale, near +-c."""
+    import mosaic_interpret
+
+    monkeypatch.setattr(mosaic_fwd, "device_sms", lambda: 3)
+    seed = int(np.random.SeedSequence().entropy % 2**31)
+    batch = _one_key_batch(seed, 400, (6, 12))
+    layout = [jnp.asarray(a) for a in batch.layout.arrays]
+    (mask,) = build_masks(*layout, fwd_params=FWD, bwd_params=None, skip_pad_tokens=True)
+    config = dataclasses.replace(mosaic_fwd.choose_config(mask, 128), fixed_reference=True)
+    scale = (8.0 if sinks else 1.0) * 128 ** -0.5
+    sink_logits = (np.random.default_rng(seed).normal(0.5, 1.5, 2).astype(np.float32)
+                   if sinks else None)
+
+    def forward(q, k, v, *layout, sinks=None):  # (output, logsumexp [B, T, N])
+        out, lse = mosaic_fwd.forward(q, k, v, scale, *layout, mask, variant=MaskVariant(),
+                                      pad_id=PADDING_SEGMENT_ID, config=config,
+                                      logits_soft_cap=cap, sinks=sinks)
+        return out, lse[..., :q.shape[1]].transpose(0, 2, 1)
+
+    with mosaic_interpret.interpreted():
+        report = check_attention(forward, batch, scale=scale, seed=seed, grads=False,
+                                 residual=True, logits_fn=soft_cap(cap), sinks=sink_logits)
+    assert report.ok, f"seed={seed}\n{report}"
 
 
 @pytest.mark.parametrize("deterministic,is_causal,cap,ranks", [

@@ -89,7 +89,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from kvax._src.attention import prewarm, runs
-from kvax._src.attention.blockwise import LOG2E
+from kvax._src.attention.blockwise import LOG2E, capped_reference
 from kvax._src.attention.mask import AttentionMask
 from kvax._src.attention.variant import MaskVariant
 
@@ -114,6 +114,10 @@ class MosaicConfig:
     # masked tiles test each key's rank against the rows' intervals (rank_layouts) instead of
     # positions and ids; None: where the mask's Schedule carries those layouts
     rank_rule: bool | None = None
+    # TRIAL (session 56, off): soft-capped bfloat16 without row maxima, as the Triton forward's
+    # float32 (fixed_weights); rows whose weight is one key's are divided by that weight rounded
+    # as P is, so that they return its value exactly
+    fixed_reference: bool = False
 
     @property
     def rows(self) -> int:
@@ -270,6 +274,15 @@ def mask_bounds(mask: AttentionMask):
     """The block mask's four bounds per row as one [B, R, 4] int32 array (read by
     block_bounds)."""
     return jnp.stack(mask.flatten(), axis=-1).astype(jnp.int32)
+
+
+def fixed_weights(config: MosaicConfig, logits_soft_cap: float | None, dtype) -> float | None:
+    """MosaicConfig.fixed_reference's row reference (blockwise.capped_reference's, log2 units),
+    or None where the softmax keeps its row maxima: soft-capped bfloat16 only (float16 cannot
+    hold weights up to 2^(f - m)), not with overlap."""
+    if not config.fixed_reference or config.overlap or jnp.dtype(dtype) != jnp.bfloat16:
+        return None
+    return capped_reference(logits_soft_cap, jnp.float32)
 
 
 def logit_factor(scale, logits_soft_cap: float | None):
@@ -617,6 +630,7 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
     q_pads = q_pads if store_query else unread
     cap = logits_soft_cap
     qk_scale = logit_factor(scale, cap)
+    fixed_m = fixed_weights(config, cap, dtype)
     sink_logits = jnp.zeros((n,), jnp.float32) if sinks is None else sinks.astype(jnp.float32)
     factors = jnp.concatenate([qk_scale.reshape(1), sink_logits * LOG2E])
 
@@ -732,8 +746,10 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                             # a scale of 0 becomes 1e-30: logits of ~1e-28, so the same uniform
                             # weights
                             c = jnp.maximum(jnp.where(c < 0, -c, c), 1e-30)
-                        m_i = plgpu.layout_cast(jnp.full((block_q,), -jnp.inf, jnp.float32),
-                                                row_layout)
+                        # with fixed_m, m_i is each row's largest weight on a masked tile
+                        m_i = plgpu.layout_cast(jnp.full(
+                            (block_q,), -jnp.inf if fixed_m is None else 0.0, jnp.float32),
+                            row_layout)
                         l_i = plgpu.layout_cast(jnp.full((block_q,), 0.0, jnp.float32), row_layout)
                         acc = None if config.overlap else plgpu.layout_cast(  # overlap: O in an ACC
                             jnp.full((block_q, h), 0.0, jnp.float32), plgpu.Layout.WGMMA)
@@ -782,6 +798,9 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                                 lax.broadcast_in_dim(k_pos_c, shape, [1]),
                                 lax.broadcast_in_dim(k_seg_c, shape, [1]), pad_id)
                             s = jnp.where(ok, s, -jnp.inf)
+                        if fixed_m is not None:  # a masked row's top weight; no rescaling
+                            p = jnp.exp2(s * f - fixed_m)
+                            return (jnp.maximum(m_i, p.max(axis=1)) if masked else m_i), None, p
                         m_new = jnp.maximum(m_i, s.max(axis=1) * f)
                         m_use = jnp.where(m_new == -jnp.inf, 0.0, m_new) if masked else m_new
                         alpha = jnp.exp2(m_i - m_use)
@@ -789,8 +808,9 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                         return m_new, alpha, p
 
                     def row_sums(l_i, alpha, p):
-                        """l_i rescaled by alpha plus the tile's row sums."""
-                        return l_i * alpha + p.sum(axis=1)
+                        """l_i rescaled by alpha (None: nothing to rescale) plus the tile's row
+                        sums."""
+                        return (l_i if alpha is None else l_i * alpha) + p.sum(axis=1)
 
                     def early_layout(i, slot, masked: bool):
                         """A masked tile's layout by global loads, issued before its QK^T."""
@@ -819,7 +839,8 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                         s = qk(slot)
                         plgpu.barrier_arrive(k_free.at[slot])
                         m_new, alpha, p = online_softmax(slot, s, m_i, masked, k_layout)
-                        acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
+                        if alpha is not None:
+                            acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
                         l_i = row_sums(l_i, alpha, p)
                         p16 = p.astype(dtype)
                         acc, l_i, m_new, p16 = lax.optimization_barrier((acc, l_i, m_new, p16))
@@ -931,15 +952,27 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
 
                     with jax.named_scope("epilogue"):
                         live = l_i > 0.0
+                        l_out = l_i  # the output's divisor
+                        if fixed_m is not None:
+                            # a row whose weights are all one key's (its top one, from a masked
+                            # tile: a row that sees one key never has a fully visible tile) got
+                            # that weight rounded to P's dtype in its PV product
+                            top = m_i
+                            if sinks is None:
+                                l_out = jnp.where(l_i == top, top.astype(dtype).astype(
+                                    jnp.float32), l_i)
+                            m_i = plgpu.layout_cast(jnp.full((block_q,), fixed_m, jnp.float32),
+                                                    row_layout)
                         if sinks is not None:  # the head's sink logit joins live rows' denominators
                             sink = factors_ref[1 + head0]  # pack is 1
                             m_f = jnp.where(live, jnp.maximum(m_i, sink), m_i)
                             alpha = jnp.where(live, jnp.exp2(m_i - m_f), 1.0)
                             l_i = jnp.where(live, l_i * alpha + jnp.exp2(sink - m_f), l_i)
                             acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
-                            m_i = m_f
+                            m_i, l_out = m_f, l_i
                         l_safe = jnp.where(live, l_i, 1.0)
-                        acc = acc * lax.broadcast_in_dim(1.0 / l_safe, acc.shape, [0])
+                        l_div = l_safe if l_out is l_i else jnp.where(live, l_out, 1.0)
+                        acc = acc * lax.broadcast_in_dim(1.0 / l_div, acc.shape, [0])
                         lse_smem[...] = jnp.where(live, (m_i + jnp.log2(l_safe)) * (1.0 / LOG2E),
                                                   -jnp.inf)
                         # the logsumexp in the program's slot (gathered into token order after
