@@ -2,13 +2,15 @@
 forward, forward+backward by default (deterministic) and with deterministic=False, for no cap
 and each cap in --caps (bfloat16 inputs, so running row maxima taken on the tanhs; the fixed
 reference of blockwise.capped_reference serves float32 only since session 54), and with
---overlap each of them again with the Mosaic forward's MosaicConfig(overlap=True) (`ovl`); with
---sinks also attention sinks without a cap (`sinks`: one random logit per query head). Every
+--overlap each of them again with the Mosaic forward's MosaicConfig(overlap=True) (`ovl`), with
+--fixed each cap again on the fixed reference (MosaicConfig(fixed_reference=True), a trial:
+no row maxima, `fixed`); with --sinks also attention sinks without a cap (`sinks`: one random
+logit per query head). Every
 configuration is compiled first; then --rounds rounds time them in turn, so that clocks and heat
 drift over all of them alike:
 
     python tools/dev/spike_softcap.py [--caps 30,50] [--rounds 4] [--repeats 10] [--overlap] \
-        [--sinks] [--layers 8]
+        [--fixed] [--sinks] [--layers 8]
 
 --layers N times N calls chained in each jitted function (each output the next call's query, as
 bench.py --layers), so that no call's dispatch dilutes the cost; times are per call.
@@ -40,6 +42,8 @@ def main():
     parser.add_argument("--seq-len", type=int, default=65536)
     parser.add_argument("--overlap", action="store_true",
                         help="also time each configuration with MosaicConfig(overlap=True)")
+    parser.add_argument("--fixed", action="store_true",
+                        help="also time each cap with MosaicConfig(fixed_reference=True)")
     parser.add_argument("--sinks", action="store_true", help="also time sinks without a cap")
     parser.add_argument("--layers", type=int, default=1, help="calls chained per timing")
     args = parser.parse_args()
@@ -70,18 +74,20 @@ def main():
             lambda q, k, v: jnp.sum(attn(q, k, v).astype(jnp.float32)), argnums=(0, 1, 2))
         return jax.jit(fn).lower(q, k, v).compile()
 
-    # (name, cap, overlap, sinks)
-    configs = [("no cap", None, False, False)] + ([("sinks", None, False, True)]
-                                                  if args.sinks else [])
-    configs += [(f"cap {cap:g}", cap, False, False)
-                for cap in (float(c) for c in filter(None, args.caps.split(",")))]
+    # (name, cap, the MosaicConfig fields set, sinks)
+    configs = [("no cap", None, {}, False)] + ([("sinks", None, {}, True)] if args.sinks else [])
+    caps = [float(c) for c in filter(None, args.caps.split(","))]
+    configs += [(f"cap {cap:g}", cap, {}, False) for cap in caps]
     if args.overlap:
-        configs += [(f"{name} ovl", cap, True, sinks) for name, cap, _, sinks in configs]
+        configs += [(f"{name} ovl", cap, {"overlap": True}, sinks)
+                    for name, cap, _, sinks in configs]
+    if args.fixed:
+        configs += [(f"cap {cap:g} fixed", cap, {"fixed_reference": True}, False) for cap in caps]
     choose = mosaic_fwd.choose_config
     runs = {}
-    for name, cap, overlap, sinks in configs:
-        config = ((lambda *a, **kw: dataclasses.replace(choose(*a, **kw), overlap=True))
-                  if overlap else choose)
+    for name, cap, fields, sinks in configs:
+        config = ((lambda *a, fields=fields, **kw: dataclasses.replace(choose(*a, **kw), **fields))
+                  if fields else choose)
         with mock.patch.object(mosaic_fwd, "choose_config", config):
             jax.clear_caches()  # each configuration traced afresh under its own switch
             runs[name] = {kind: (lambda exe=compiled(cap, deterministic, grad, sinks):
