@@ -10,7 +10,9 @@ whose tiles start at each document's first token (so it visits fewer blocks wher
 start mid-tile; causal documents of contiguous tokens), and that of the Hopper forward's
 programs (the documents' chunks of runs.py where a row takes them, else the row-aligned tiles)
 with the share of its tiles that take the element rule, and the same useful share with 4 query
-heads per program (MosaicConfig.pack: chunks of 32 tokens). Prints a table and writes
+heads per program (MosaicConfig.pack: chunks of 32 tokens), and with each 64-row half of a
+row-aligned program (a consumer warpgroup's rows) visiting only the key tiles its own rows
+meet (not done by the kernels: a lead, what it would save). Prints a table and writes
 OUT/mask_tightness.json.
 """
 
@@ -87,6 +89,9 @@ def measure(w: Workload) -> dict:
     out["fwd"]["useful_hopper"] = w.allowed_pairs() / (out["fwd"]["hopper_tiles"] * tile)
     packed = hopper_programs(masks[0], w.seq_len, pack=4)
     out["fwd"]["useful_hopper_packed4"] = w.allowed_pairs() / (packed["hopper_tiles"] * tile / 4)
+    half = masks[0].row_block // 2
+    out["fwd"]["useful_halves"] = w.allowed_pairs() / (
+        exact_blocks(pos[0], seg[0], half, masks[0].col_block) * half * masks[0].col_block)
     return out
 
 
@@ -117,7 +122,8 @@ def main(argv=None):
     args = p.parse_args(argv)
     rows = []
     print(f"{'workload':<58} {'docs':>5}  {'fwd visited/min':>16} {'dq':>14} {'dkdv':>14}"
-          f"  fwd useful (varlen)  Hopper forward: useful, masked tiles (chunks?), 4 heads packed")
+          f"  fwd useful (varlen)  Hopper forward: useful, masked tiles (chunks?), 4 heads packed;"
+          f" 64-row halves")
     for median in args.medians:
         for ids in ("sequential", "shuffled", "large"):
             r = measure(Workload(args.seq_len, num_pad_tokens=1000, ids=ids,
@@ -131,7 +137,8 @@ def main(argv=None):
                   f"{r['fwd']['useful_hopper']:.3f}, "
                   f"{r['fwd']['hopper_masked'] / r['fwd']['hopper_tiles']:.2f} "
                   f"({'yes' if r['fwd']['hopper_chunks'] else 'no'}), "
-                  f"{r['fwd']['useful_hopper_packed4']:.3f}", flush=True)
+                  f"{r['fwd']['useful_hopper_packed4']:.3f}; {r['fwd']['useful_halves']:.3f}",
+                  flush=True)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "mask_tightness.json"), "w") as f:
         json.dump(rows, f, indent=1)

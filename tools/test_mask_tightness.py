@@ -29,6 +29,7 @@ def test_measure_small_workload():
         assert r[kind]["visited"] >= r[kind]["minimum"] > 0
     assert 0 < r["fwd"]["useful"] <= r["fwd"]["useful_document_aligned"] <= 1
     assert 0 < r["fwd"]["hopper_masked"] <= r["fwd"]["hopper_tiles"]
+    assert r["fwd"]["useful"] < r["fwd"]["useful_halves"] <= 1  # halves skip what they miss
 
 
 def test_hopper_programs_take_chunks_on_few_documents():
