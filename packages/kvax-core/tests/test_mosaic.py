@@ -1515,15 +1515,19 @@ def test_fixed_reference_interpreted_on_cpu_matches_reference(monkeypatch, cap, 
     """MosaicConfig.fixed_reference (a trial: soft-capped bfloat16 without row maxima), the
     kernel run on CPU by jax's GPU interpret mode, persistent on 3 SMs: output and logsumexp
     against the float64 reference within the usual bounds, exactly 0 and -inf on padding rows
-    holding NaN, rows that see one key exact; with sinks (whose epilogue takes the fixed
-    reference as the rows' maxima), a cap of 50 and logits 8 times the usual scale, near +-c."""
+    holding NaN, rows that see one key exact. Without sinks two documents over 900 tokens, so
+    that fully visible tiles (no top weight kept there) come too; with sinks (whose epilogue
+    takes the fixed reference as the rows' maxima), short documents, a cap of 50 and logits 8
+    times the usual scale, near +-c."""
     import mosaic_interpret
 
     monkeypatch.setattr(mosaic_fwd, "device_sms", lambda: 3)
     seed = int(np.random.SeedSequence().entropy % 2**31)
-    batch = _one_key_batch(seed, 400, (6, 12))
+    batch = (_one_key_batch(seed, 400, (6, 12)) if sinks else  # one document >= 420 tokens
+             _one_key_batch(seed, 900, (2, 2)))
     layout = [jnp.asarray(a) for a in batch.layout.arrays]
     (mask,) = build_masks(*layout, fwd_params=FWD, bwd_params=None, skip_pad_tokens=True)
+    assert sinks or (mask.block_classes(0) == 2).any(), "no fully visible tile"
     config = dataclasses.replace(mosaic_fwd.choose_config(mask, 128), fixed_reference=True)
     scale = (8.0 if sinks else 1.0) * 128 ** -0.5
     sink_logits = (np.random.default_rng(seed).normal(0.5, 1.5, 2).astype(np.float32)
