@@ -5,9 +5,8 @@ reference of blockwise.capped_reference serves float32 only since session 54), a
 --overlap each of them again with the Mosaic forward's MosaicConfig(overlap=True) (`ovl`), with
 --fixed each cap again on the fixed reference (MosaicConfig(fixed_reference=True), a trial:
 no row maxima, `fixed`); with --sinks also attention sinks without a cap (`sinks`: one random
-logit per query head). Every
-configuration is compiled first; then --rounds rounds time them in turn, so that clocks and heat
-drift over all of them alike:
+logit per query head). Every configuration is compiled first; then --rounds rounds time them in
+turn, so that clocks and heat drift over all of them alike:
 
     python tools/dev/spike_softcap.py [--caps 30,50] [--rounds 4] [--repeats 10] [--overlap] \
         [--fixed] [--sinks] [--layers 8]
