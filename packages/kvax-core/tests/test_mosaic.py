@@ -1159,14 +1159,20 @@ def _one_key_batch(seed: int, kv_len: int, num_docs):
 
 @pytest.mark.gpu
 @hopper
-@pytest.mark.parametrize("cap", [None, 5.0, 30.0])
-def test_rows_that_see_one_key_return_its_value(cap):
+@pytest.mark.parametrize("cap,fixed", [(None, False), (5.0, False), (30.0, False), (5.0, True),
+                                       (30.0, True), (50.0, True)])
+def test_rows_that_see_one_key_return_its_value(monkeypatch, cap, fixed):
     """A row that sees one key returns its value, bitwise, soft-capped or not: the weight is
-    exactly 1 (fuzz seed 5812 found the capped forward's fixed reference a rounding off)."""
+    exactly 1 (fuzz seed 5812 found the capped forward's fixed reference a rounding off). With
+    MosaicConfig.fixed_reference (a trial, no row maxima) no weight is 1: such a row is divided
+    by its weight rounded as P is."""
     seed = int(np.random.SeedSequence().entropy % 2**31)
     batch = _one_key_batch(seed, 1000, (60, 120))
-    fn = attention(FWD, BWD, 128 ** -0.5, logits_soft_cap=cap)
-    out = fn(batch.query, batch.key, batch.value, *batch.layout.arrays)
+    with _edited_configs(monkeypatch, lambda config, group: dataclasses.replace(
+            config, fixed_reference=fixed)) as chosen:
+        fn = attention(FWD, BWD, 128 ** -0.5, logits_soft_cap=cap)
+        out = fn(batch.query, batch.key, batch.value, *batch.layout.arrays)
+    assert chosen and chosen[-1].fixed_reference == fixed
     assert assert_one_key_rows_exact(out, batch, mask_terms()) >= 60 * 2, f"seed={seed}"
 
 
@@ -1213,22 +1219,6 @@ def test_fixed_reference_forward_matches_reference(monkeypatch, case, variant, s
             config, fixed_reference=True)) as chosen:
         _assert_matches(case, variant, scale_sign=sign)
     assert chosen, "the Mosaic forward did not run: the fixed reference went untested"
-
-
-@pytest.mark.gpu
-@hopper
-@pytest.mark.parametrize("cap", [5.0, 30.0, 50.0])
-def test_fixed_reference_rows_that_see_one_key_return_its_value(monkeypatch, cap):
-    """Without row maxima no weight is 1: a row that sees one key is divided by its weight
-    rounded as P is, and returns the key's value bitwise (MosaicConfig.fixed_reference)."""
-    seed = int(np.random.SeedSequence().entropy % 2**31)
-    batch = _one_key_batch(seed, 1000, (60, 120))
-    with _edited_configs(monkeypatch, lambda config, group: dataclasses.replace(
-            config, fixed_reference=True)) as chosen:
-        fn = attention(FWD, BWD, 128 ** -0.5, logits_soft_cap=cap)
-        out = fn(batch.query, batch.key, batch.value, *batch.layout.arrays)
-    assert chosen and chosen[-1].fixed_reference
-    assert assert_one_key_rows_exact(out, batch, mask_terms()) >= 60 * 2, f"seed={seed}"
 
 
 @contextlib.contextmanager
