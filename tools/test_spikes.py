@@ -31,16 +31,18 @@ def test_mosaic_backward_spike_lowers(capsys):
 def test_mosaic_forward_spike_lowers(capsys):
     """Every forward configuration the spike names, soft-capped too (the overlapped one among
     them, query heads packed: two per program in the check's first workload, either rule, and
-    the fixed reference's trial)."""
+    capped bfloat16 with the row maxima, not the default fixed reference)."""
     import spike_mosaic
 
     spike_mosaic.main(["--lower-only", "--configs",
                        "64x128x2,64x128x2t,64x128x2o,64x64x3o,64x128x2/4,64x128x2o/4,"
-                       "64x128x2pr,64x128x2pn,64x128x2pf",
+                       "64x128x2pr,64x128x2pn,64x128x2pm",
                        "--logits-soft-cap", "30"])
     assert spike_mosaic.parse_config("64x128x2o/4", group=2).pack == 2
     assert [spike_mosaic.parse_config(f"64x128x2p{x}").rank_rule for x in ("", "r", "n")] == [
         None, True, False]
+    assert [spike_mosaic.parse_config(f"64x128x2p{x}").fixed_reference for x in ("", "m")] == [
+        True, False]
     with pytest.raises(ValueError, match=r"'64x128x2pa': unknown letters \['a'\]"):
         spike_mosaic.parse_config("64x128x2pa")  # a trial's letter, its patch gone
     lines = capsys.readouterr().out.splitlines()

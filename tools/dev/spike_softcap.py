@@ -1,15 +1,15 @@
 """What soft-capping costs on 64k tokens in 8 documents (a Hopper GPU), in one process: the
 forward, forward+backward by default (deterministic) and with deterministic=False, for no cap
-and each cap in --caps (bfloat16 inputs, so running row maxima taken on the tanhs; the fixed
-reference of blockwise.capped_reference serves float32 only since session 54), and with
+and each cap in --caps (bfloat16 inputs: no row maxima, on blockwise.capped_reference's fixed
+reference, MosaicConfig.fixed_reference's default since session 57), and with
 --overlap each of them again with the Mosaic forward's MosaicConfig(overlap=True) (`ovl`), with
---fixed each cap again on the fixed reference (MosaicConfig(fixed_reference=True), a trial:
-no row maxima, `fixed`); with --sinks also attention sinks without a cap (`sinks`: one random
-logit per query head). Every configuration is compiled first; then --rounds rounds time them in
-turn, so that clocks and heat drift over all of them alike:
+--maxima each cap again with running row maxima on the tanhs (MosaicConfig(fixed_reference=False),
+the default before session 57: `maxima`); with --sinks also attention sinks without a cap
+(`sinks`: one random logit per query head). Every configuration is compiled first; then
+--rounds rounds time them in turn, so that clocks and heat drift over all of them alike:
 
     python tools/dev/spike_softcap.py [--caps 30,50] [--rounds 4] [--repeats 10] [--overlap] \
-        [--fixed] [--sinks] [--layers 8]
+        [--maxima] [--sinks] [--layers 8]
 
 --layers N times N calls chained in each jitted function (each output the next call's query, as
 bench.py --layers), so that no call's dispatch dilutes the cost; times are per call.
@@ -41,8 +41,8 @@ def main():
     parser.add_argument("--seq-len", type=int, default=65536)
     parser.add_argument("--overlap", action="store_true",
                         help="also time each configuration with MosaicConfig(overlap=True)")
-    parser.add_argument("--fixed", action="store_true",
-                        help="also time each cap with MosaicConfig(fixed_reference=True)")
+    parser.add_argument("--maxima", action="store_true",
+                        help="also time each cap with MosaicConfig(fixed_reference=False)")
     parser.add_argument("--sinks", action="store_true", help="also time sinks without a cap")
     parser.add_argument("--layers", type=int, default=1, help="calls chained per timing")
     args = parser.parse_args()
@@ -80,8 +80,9 @@ def main():
     if args.overlap:
         configs += [(f"{name} ovl", cap, {"overlap": True}, sinks)
                     for name, cap, _, sinks in configs]
-    if args.fixed:
-        configs += [(f"cap {cap:g} fixed", cap, {"fixed_reference": True}, False) for cap in caps]
+    if args.maxima:
+        configs += [(f"cap {cap:g} maxima", cap, {"fixed_reference": False}, False)
+                    for cap in caps]
     choose = mosaic_fwd.choose_config
     runs = {}
     for name, cap, fields, sinks in configs:

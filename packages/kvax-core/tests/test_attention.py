@@ -405,8 +405,9 @@ def test_rows_that_see_one_key_return_its_value(dtype, cap, backend):
                                        ("float16", 30.0)])
 def test_large_caps_with_saturated_logits(dtype, cap, backend):
     """Scores at 40 times the scale, of either sign, put most logits near +-c. Caps up to 55
-    give the float32 Triton forward a fixed softmax reference (blockwise.capped_reference); the
-    16-bit inputs and a cap of 70 keep running row maxima."""
+    give the float32 Triton forward a fixed softmax reference (blockwise.capped_reference), and
+    the Mosaic forward the same for bfloat16; the other 16-bit inputs and a cap of 70 keep
+    running row maxima."""
     seed = int(np.random.SeedSequence().entropy % 2**31)
     batch = Case(257, dtype=dtype).packed(seed)
     for sign in (40.0, -40.0):

@@ -1164,8 +1164,8 @@ def _one_key_batch(seed: int, kv_len: int, num_docs):
 def test_rows_that_see_one_key_return_its_value(monkeypatch, cap, fixed):
     """A row that sees one key returns its value, bitwise, soft-capped or not: the weight is
     exactly 1 (fuzz seed 5812 found the capped forward's fixed reference a rounding off). With
-    MosaicConfig.fixed_reference (a trial, no row maxima) no weight is 1: such a row is divided
-    by its weight rounded as P is."""
+    MosaicConfig.fixed_reference (capped bfloat16's default: no row maxima) no weight is 1:
+    such a row is divided by its weight rounded as P is."""
     seed = int(np.random.SeedSequence().entropy % 2**31)
     batch = _one_key_batch(seed, 1000, (60, 120))
     with _edited_configs(monkeypatch, lambda config, group: dataclasses.replace(
@@ -1205,6 +1205,7 @@ def test_overlapped_forward_matches_reference(monkeypatch, case, variant):
 
 @pytest.mark.gpu
 @hopper
+@pytest.mark.parametrize("fixed", [True, False], ids=["fixed-reference", "maxima"])
 @pytest.mark.parametrize("case,variant,sign", [
     (CASES[0], dict(logits_soft_cap=5.0), 1.0),
     (CASES[0], dict(logits_soft_cap=50.0), 40.0),
@@ -1212,13 +1213,14 @@ def test_overlapped_forward_matches_reference(monkeypatch, case, variant):
     (CASES[3], dict(sinks=True, logits_soft_cap=4.0, local_window_size=(40, 0)), 1.0),
 ], ids=lambda x: _case_id(x) if isinstance(x, dict) and "heads" in x
     else _variant_id(x) if isinstance(x, dict) else f"x{x:g}")
-def test_fixed_reference_forward_matches_reference(monkeypatch, case, variant, sign):
-    """The soft-capped forward without row maxima (MosaicConfig.fixed_reference, a trial, off
-    by default), through the whole API, logits near +-c among them."""
+def test_fixed_reference_forward_matches_reference(monkeypatch, case, variant, sign, fixed):
+    """The soft-capped bfloat16 forward without row maxima (MosaicConfig.fixed_reference, the
+    default since session 57) and with them (fixed_reference=False, as before), through the
+    whole API, logits near +-c among them."""
     with _edited_configs(monkeypatch, lambda config, group: dataclasses.replace(
-            config, fixed_reference=True)) as chosen:
+            config, fixed_reference=fixed)) as chosen:
         _assert_matches(case, variant, scale_sign=sign)
-    assert chosen, "the Mosaic forward did not run: the fixed reference went untested"
+    assert chosen, "the Mosaic forward did not run: the capped kernel went untested"
 
 
 @contextlib.contextmanager
@@ -1487,22 +1489,25 @@ def test_forward_interpreted_on_cpu_one_key_rows_exact(fixed):
 
 
 def test_fixed_reference_serves_capped_bfloat16_only():
-    """MosaicConfig.fixed_reference takes blockwise.capped_reference's reference for soft-capped
-    bfloat16 with caps up to 55; float16 (whose range cannot hold the weights), no cap, larger
-    caps and the overlapped kernel keep their row maxima."""
-    on = mosaic_fwd.MosaicConfig(fixed_reference=True)
+    """MosaicConfig.fixed_reference (on by default) takes blockwise.capped_reference's reference
+    for soft-capped bfloat16 with caps up to 55; float16 (whose range cannot hold the weights),
+    no cap, larger caps, the overlapped kernel and fixed_reference=False keep their row
+    maxima."""
+    on = mosaic_fwd.MosaicConfig()
+    assert on.fixed_reference
     assert mosaic_fwd.fixed_weights(on, 30.0, jnp.bfloat16) == 24.0
     assert mosaic_fwd.fixed_weights(on, 10.0, jnp.bfloat16) == pytest.approx(10.0 * 1.4426950)
     for config, cap, dtype in [(on, 30.0, jnp.float16), (on, None, jnp.bfloat16),
-                               (on, 60.0, jnp.bfloat16), (mosaic_fwd.MosaicConfig(), 30.0,
-                                                          jnp.bfloat16),
+                               (on, 60.0, jnp.bfloat16),
+                               (mosaic_fwd.MosaicConfig(fixed_reference=False), 30.0,
+                                jnp.bfloat16),
                                (dataclasses.replace(on, overlap=True), 30.0, jnp.bfloat16)]:
         assert mosaic_fwd.fixed_weights(config, cap, dtype) is None, (config, cap, dtype)
 
 
 @pytest.mark.parametrize("cap,sinks", [(4.0, False), (50.0, True)])
 def test_fixed_reference_interpreted_on_cpu_matches_reference(monkeypatch, cap, sinks):
-    """MosaicConfig.fixed_reference (a trial: soft-capped bfloat16 without row maxima), the
+    """MosaicConfig.fixed_reference (the default: soft-capped bfloat16 without row maxima), the
     kernel run on CPU by jax's GPU interpret mode, persistent on 3 SMs: output and logsumexp
     against the float64 reference within the usual bounds, exactly 0 and -inf on padding rows
     holding NaN, rows that see one key exact. Without sinks two documents over 900 tokens, so

@@ -393,14 +393,15 @@ def assert_one_key_rows_exact(output, batch: PackedBatch,
     """Each row that sees exactly one key (a causal document's first token, a one-token
     document) has that key's value as its output, bitwise: its only softmax weight is 1. For
     16-bit inputs, P V accumulated in float32 and no sinks, a softmax with running row maxima
-    (the largest weight exactly 1) gives that; float32 inputs may keep an ulp of their products
-    or normalisation. check_attention's output bound is tied to the whole tensor's baseline, so
-    it can miss a rounding on these rows that the plain computation does not make (a softmax
-    without maxima whose weights are rounded to 16 bits is off there by up to 2^-9 of v); it
-    makes this check too for 16-bit inputs without sinks. output [B, T, N, Hv] (its first
-    element if a tuple). Returns how many (row, head) outputs were compared; raises
-    AssertionError naming the first wrong one, or if no row sees one key (the layout would
-    test nothing)."""
+    (the largest weight exactly 1) gives that, or one on a fixed reference that divides such
+    rows by their weight rounded as P was (kvax's Mosaic forward, soft-capped); float32
+    inputs may keep an ulp of their products or normalisation. check_attention's output bound
+    is tied to the whole tensor's baseline, so it can miss a rounding on these rows that the
+    plain computation does not make (a softmax without maxima whose weights are rounded to 16
+    bits is off there by up to 2^-9 of v); it makes this check too for 16-bit inputs without
+    sinks. output [B, T, N, Hv] (its first element if a tuple). Returns how many (row, head)
+    outputs were compared; raises AssertionError naming the first wrong one, or if no row sees
+    one key (the layout would test nothing)."""
     if isinstance(output, tuple):
         output = output[0]
     layout = [jnp.asarray(a) for a in batch.layout.arrays]

@@ -100,7 +100,8 @@ def capped_reference(logits_soft_cap: float | None, dtype) -> float | None:
     products): no weight is then exactly 1, and a 16-bit copy of P would put its rounding, up
     to 2^-9 of v in bfloat16, on the output of a row that sees one key, where the maxima give
     v exactly (fuzz seed 5812, docs/bench/h200x2-2026-11-29-fuzz-b/). 16-bit inputs keep the
-    maxima."""
+    maxima here; the Mosaic forward takes this m for bfloat16 and repairs those rows
+    (mosaic_fwd.fixed_weights)."""
     if logits_soft_cap is None or jnp.dtype(dtype) != jnp.float32:
         return None
     f = logits_soft_cap * LOG2E
