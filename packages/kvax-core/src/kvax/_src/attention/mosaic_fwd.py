@@ -24,19 +24,19 @@ rows level (docs/bench/h200-2026-11-28-rank-rule). Elsewhere (layouts built in t
 heads, key splits, head dim 256, other blocks) the rule reads the keys' positions and segment
 ids, so that a call does not pay for the ranks' sort.
 Consumers get most registers, the producer few. The softmax takes its row maxima on the raw
-products (or their tanh, soft-capped), so each exponent is one FMA; a negative scale flips the
-consumer's Q tile once instead. Soft-capped bfloat16 logits (caps up to 55) take no maxima
-(MosaicConfig.fixed_reference, by default since session 57): every weight is exp2(logit - m)
-against blockwise.capped_reference's fixed m, as the Triton forward's float32, with no
-rescaling; on an H200 the cap then cost 2.6-3.2% forward against 9-13% with the maxima
-(docs/bench/h200-2026-11-30-fixed-reference). No weight is then exactly 1, so a row that sees
-one key would get its value times bf16(p) / p: masked tiles keep each row's largest weight, and
-a row whose sum is that weight is divided by it rounded as P was. `MosaicConfig(overlap=True)`
-(not the default: on an H100 level with it on 8 documents and one causal document, 3% slower on
-log-normal ones; it keeps the maxima) issues each tile's QK^T together with the previous tile's
-PV and runs the tile's softmax while that PV is in flight, FA3's order inside a warpgroup; there
-the consumers pass a turn to issue their products (one barrier each) instead of meeting twice a
-step, so their softmaxes may overlap.
+products (or their tanh, soft-capped float16 or caps over 55), so each exponent is one FMA; a
+negative scale flips the consumer's Q tile once instead. Soft-capped bfloat16 logits (caps up to
+55) take no maxima (MosaicConfig.fixed_reference, by default since session 57): every weight is
+exp2(logit - m) against blockwise.capped_reference's fixed m, as the Triton forward's float32,
+with no rescaling; on an H200 the cap then cost 0.8-3.2% forward against 9-13% with the maxima
+(docs/bench/h200-2026-11-30-fixed-reference, h200x2-2026-11-30-fixed-default). No weight is then
+exactly 1, so a row that sees one key would get its value times bf16(p) / p: masked tiles keep
+each row's largest weight, and a row whose sum is that weight is divided by it rounded as P was.
+`MosaicConfig(overlap=True)` (not the default: on an H100 level with it on 8 documents and one
+causal document, 3% slower on log-normal ones; it keeps the maxima) issues each tile's QK^T
+together with the previous tile's PV and runs the tile's softmax while that PV is in flight,
+FA3's order inside a warpgroup; there the consumers pass a turn to issue their products (one
+barrier each) instead of meeting twice a step, so their softmaxes may overlap.
 
 `MosaicConfig.persistent` (choose_config's default where a program holds one query head and no key
 splits, up to head dim 128): one program per SM takes the programs that store rows in turns
