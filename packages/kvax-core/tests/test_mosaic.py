@@ -1540,6 +1540,34 @@ def test_fixed_reference_interpreted_on_cpu_matches_reference(monkeypatch, cap, 
     assert report.ok, f"seed={seed}\n{report}"
 
 
+@pytest.mark.parametrize("edit", [dict(pack=2), dict(splits=3)], ids=["pack-2", "splits-3"])
+def test_fixed_reference_interpreted_on_cpu_packed_and_split(edit):
+    """The fixed reference (capped bfloat16's default) in the grid kernels the persistent one
+    does not take, run on CPU by jax's GPU interpret mode: two query heads per program
+    (MosaicConfig.pack), or each program's keys in three splits combined by their logsumexps
+    (a split that sees no key of a row weighs 0). Output and logsumexp against the float64
+    reference, exactly 0 and -inf on padding rows holding NaN, rows that see one key exact."""
+    import mosaic_interpret
+
+    seed = int(np.random.SeedSequence().entropy % 2**31)
+    batch = _one_key_batch(seed, 420, (8, 14))
+    layout = [jnp.asarray(a) for a in batch.layout.arrays]
+    (mask,) = build_masks(*layout, fwd_params=FWD, bwd_params=None, skip_pad_tokens=True)
+    config = dataclasses.replace(mosaic_fwd.choose_config(mask, 128), persistent=False, **edit)
+    assert mosaic_fwd.fixed_weights(config, 5.0, batch.query.dtype) is not None
+
+    def forward(q, k, v, *layout):  # (output, logsumexp [B, T, N])
+        out, lse = mosaic_fwd.forward(q, k, v, 0.1, *layout, mask, variant=MaskVariant(),
+                                      pad_id=PADDING_SEGMENT_ID, config=config,
+                                      logits_soft_cap=5.0)
+        return out, lse[..., :q.shape[1]].transpose(0, 2, 1)
+
+    with mosaic_interpret.interpreted():
+        report = check_attention(forward, batch, scale=0.1, seed=seed, grads=False,
+                                 residual=True, logits_fn=soft_cap(5.0))
+    assert report.ok, f"seed={seed}\n{report}"
+
+
 @pytest.mark.parametrize("deterministic,is_causal,cap,ranks", [
     (True, True, None, False), (False, False, 4.0, False), (True, True, None, True)],
     ids=["fixed-causal", "float-bidirectional-capped", "fixed-causal-ranks"])
