@@ -6,5 +6,5 @@ timeout -s KILL 230 python3 tools/dev/fuzz.py variants --seeds 6900:7100 --jobs 
   --time-limit 190 2>&1 | grep -v "^W0000\|^I0000" > $OUT/4-fuzz-variants.txt
 echo "fuzz rc $?"; grep -c "^ok" $OUT/4-fuzz-variants.txt
 grep -v "^ok" $OUT/4-fuzz-variants.txt | grep -v "^stop\|^variants:" | tail -8
-grep "^variants:" $OUT/4-fuzz-variants.txt | awk '{p+=$3; f+=$5} END {print p" passed, "f" failed"}'
+grep "^variants:" $OUT/4-fuzz-variants.txt | awk '{p+=$4; f+=$6} END {print p" passed, "f" failed"}'
 echo "done at $SECONDS s"
