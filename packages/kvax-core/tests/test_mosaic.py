@@ -1431,6 +1431,18 @@ def _interpreted_batch(seed: int, kv_len: int, ids: str):
                         pad_tokens=(20, 60))
 
 
+def _residual_forward(mask, config: mosaic_fwd.MosaicConfig, scale: float, **options):
+    """mosaic_fwd.forward with this mask and config as check_attention's residual=True takes
+    it: (q, k, v, *layout, sinks=None) -> (output, logsumexp [B, T, N])."""
+    def forward(q, k, v, *layout, sinks=None):
+        out, lse = mosaic_fwd.forward(q, k, v, scale, *layout, mask, variant=MaskVariant(),
+                                      pad_id=PADDING_SEGMENT_ID, config=config, sinks=sinks,
+                                      **options)
+        return out, lse[..., :q.shape[1]].transpose(0, 2, 1)
+
+    return forward
+
+
 @pytest.mark.parametrize("workers,ids,schedule", [(132, "sequential", False),
                                                   (3, "shuffled", False), (5, "shuffled", True)])
 def test_persistent_forward_interpreted_on_cpu_matches_reference(monkeypatch, workers, ids,
@@ -1453,11 +1465,7 @@ def test_persistent_forward_interpreted_on_cpu_matches_reference(monkeypatch, wo
     assert not schedule or mask.schedule.rank_rule  # the rule on key ranks
     config = mosaic_fwd.choose_config(mask, 128)
     assert config.persistent
-
-    def forward(q, k, v, *layout):  # (output, logsumexp [B, T, N])
-        out, lse = mosaic_fwd.forward(q, k, v, 0.1, *layout, mask, variant=MaskVariant(),
-                                      pad_id=PADDING_SEGMENT_ID, config=config)
-        return out, lse[..., :q.shape[1]].transpose(0, 2, 1)
+    forward = _residual_forward(mask, config, 0.1)
 
     with mosaic_interpret.interpreted():
         report = check_attention(forward, batch, scale=0.1, seed=seed, grads=False,
@@ -1469,8 +1477,8 @@ def test_persistent_forward_interpreted_on_cpu_matches_reference(monkeypatch, wo
 def test_forward_interpreted_on_cpu_one_key_rows_exact(fixed):
     """The Mosaic forward, soft-capped, run on CPU by jax's GPU interpret mode: each row that
     sees one key returns its value bitwise (fuzz seed 5812: the capped forward once skipped the
-    row maxima, and a rounding of P reached those rows). With MosaicConfig.fixed_reference (a
-    trial) there are no maxima: such rows are divided by their weight rounded as P is."""
+    row maxima, and a rounding of P reached those rows). With MosaicConfig.fixed_reference (the
+    default) there are no maxima: such rows are divided by their weight rounded as P is."""
     import mosaic_interpret
 
     seed = int(np.random.SeedSequence().entropy % 2**31)
@@ -1527,12 +1535,7 @@ def test_fixed_reference_interpreted_on_cpu_matches_reference(monkeypatch, cap, 
     scale = (8.0 if sinks else 1.0) * 128 ** -0.5
     sink_logits = (np.random.default_rng(seed).normal(0.5, 1.5, 2).astype(np.float32)
                    if sinks else None)
-
-    def forward(q, k, v, *layout, sinks=None):  # (output, logsumexp [B, T, N])
-        out, lse = mosaic_fwd.forward(q, k, v, scale, *layout, mask, variant=MaskVariant(),
-                                      pad_id=PADDING_SEGMENT_ID, config=config,
-                                      logits_soft_cap=cap, sinks=sinks)
-        return out, lse[..., :q.shape[1]].transpose(0, 2, 1)
+    forward = _residual_forward(mask, config, scale, logits_soft_cap=cap)
 
     with mosaic_interpret.interpreted():
         report = check_attention(forward, batch, scale=scale, seed=seed, grads=False,
@@ -1555,12 +1558,7 @@ def test_fixed_reference_interpreted_on_cpu_packed_and_split(edit):
     (mask,) = build_masks(*layout, fwd_params=FWD, bwd_params=None, skip_pad_tokens=True)
     config = dataclasses.replace(mosaic_fwd.choose_config(mask, 128), persistent=False, **edit)
     assert mosaic_fwd.fixed_weights(config, 5.0, batch.query.dtype) is not None
-
-    def forward(q, k, v, *layout):  # (output, logsumexp [B, T, N])
-        out, lse = mosaic_fwd.forward(q, k, v, 0.1, *layout, mask, variant=MaskVariant(),
-                                      pad_id=PADDING_SEGMENT_ID, config=config,
-                                      logits_soft_cap=5.0)
-        return out, lse[..., :q.shape[1]].transpose(0, 2, 1)
+    forward = _residual_forward(mask, config, 0.1, logits_soft_cap=5.0)
 
     with mosaic_interpret.interpreted():
         report = check_attention(forward, batch, scale=0.1, seed=seed, grads=False,
