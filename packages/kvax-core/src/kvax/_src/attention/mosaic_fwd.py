@@ -956,15 +956,8 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
 
                     with jax.named_scope("epilogue"):
                         live = l_i > 0.0
-                        l_out = l_i  # the output's divisor
+                        top = m_i  # with fixed_m: each row's largest weight (0 for a dead row)
                         if fixed_m is not None:
-                            # a row whose weights are all one key's (its top one, from a masked
-                            # tile: a row that sees one key never has a fully visible tile) got
-                            # that weight rounded to P's dtype in its PV product
-                            top = m_i
-                            if sinks is None:
-                                l_out = jnp.where(l_i == top, top.astype(dtype).astype(
-                                    jnp.float32), l_i)
                             m_i = plgpu.layout_cast(jnp.full((block_q,), fixed_m, jnp.float32),
                                                     row_layout)
                         if sinks is not None:  # the head's sink logit joins live rows' denominators
@@ -973,9 +966,15 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                             alpha = jnp.where(live, jnp.exp2(m_i - m_f), 1.0)
                             l_i = jnp.where(live, l_i * alpha + jnp.exp2(sink - m_f), l_i)
                             acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
-                            m_i, l_out = m_f, l_i
+                            m_i = m_f
                         l_safe = jnp.where(live, l_i, 1.0)
-                        l_div = l_safe if l_out is l_i else jnp.where(live, l_out, 1.0)
+                        l_div = l_safe  # the output's divisor
+                        if fixed_m is not None and sinks is None:
+                            # a row whose weights are all one key's (its top one, from a masked
+                            # tile: a row that sees one key never has a fully visible tile) got
+                            # that weight rounded to P's dtype in its PV product
+                            l_div = jnp.where(l_safe == top, top.astype(dtype).astype(jnp.float32),
+                                              l_safe)
                         acc = acc * lax.broadcast_in_dim(1.0 / l_div, acc.shape, [0])
                         lse_smem[...] = jnp.where(live, (m_i + jnp.log2(l_safe)) * (1.0 / LOG2E),
                                                   -jnp.inf)
