@@ -17,3 +17,15 @@ export USER=${USER:-root} LOGNAME=${LOGNAME:-root} HOME=/tmp TRITON_HOME=/tmp/th
 export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1
 export TORCHINDUCTOR_COMPILE_THREADS=1  # inductor's worker pool lost the Triton cache dir here
 mkdir -p /tmp/th /tmp/tc /tmp/ti
+
+# gpu_fuzz LOG SECONDS FUZZ_ARGS...: tools/dev/fuzz.py with FUZZ_ARGS, interrupted after SECONDS
+# (killed 30 s later if it is still running), XLA's log lines dropped, into LOG. Prints fuzz.py's
+# own exit status (0: no case failed; 137: killed, no summary), its summary and any failure.
+gpu_fuzz() {
+  local log=$1 seconds=$2; shift 2
+  timeout --preserve-status -s INT -k 30 "$seconds" python3 tools/dev/fuzz.py "$@" 2>&1 \
+    | grep -v "^[WI]0000 " > "$log"
+  local rc=${PIPESTATUS[0]}
+  echo "fuzz $* -> $(basename "$log"): rc $rc, $(grep -c '^ok' "$log") ok"
+  grep -v "^ok\|^stop" "$log" | tail -8
+}

@@ -92,3 +92,50 @@ def test_fuzz_time_limit_stops_before_a_new_case(monkeypatch, capsys):
     assert [line.split()[3] for line in out if line.startswith("ok ")] == ["0", "1"]
     assert out[-2].startswith("stop jax_nn: --time-limit 45 s reached before seed 2")
     assert "seeds 0:50, 2 passed, 0 failed" in out[-1], out[-1]
+
+
+def test_fuzz_interrupted_still_prints_its_summary():
+    """`timeout` sends SIGTERM: the parent of --jobs 2 stops its children and still prints the
+    summary, the finished cases passed and the running ones cut short, with exit status 0."""
+    import signal
+    import subprocess
+
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dev", "fuzz.py")
+    run = subprocess.Popen([sys.executable, script, "jax_nn", "--seeds", "0:40", "--jobs", "2"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    for line in run.stdout:  # the first finished case, then the signal
+        lines.append(line.rstrip("\n"))
+        if line.startswith("ok "):
+            run.send_signal(signal.SIGTERM)
+            break
+    rest, _ = run.communicate(timeout=120)
+    lines += rest.splitlines()
+    oks = sum(line.startswith("ok ") for line in lines)
+    cuts = sum(line.startswith("cut jax_nn seed ") for line in lines)
+    assert run.returncode == 0, lines
+    assert f"in 2 processes, {oks} passed, 0 failed" in lines[-1], lines
+    assert f"interrupted: {cuts} cases cut short" in lines[-1] and oks < 40, lines
+
+
+def test_gpu_fuzz_reports_the_fuzz_exit_status(tmp_path):
+    """gpu_env.sh's gpu_fuzz: fuzz.py's own status (not grep's), its ok lines counted, XLA's log
+    lines dropped from the log. A stand-in fuzz.py prints a pass, a failure and a log line."""
+    import subprocess
+
+    env_sh = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpu_env.sh")
+    text = open(env_sh).read()
+    function = text[text.index("gpu_fuzz() {"):text.index("\n}\n", text.index("gpu_fuzz() {")) + 3]
+    (tmp_path / "tools" / "dev").mkdir(parents=True)
+    (tmp_path / "tools" / "dev" / "fuzz.py").write_text(
+        "import sys\nprint('ok   variants seed 1 (1.0 s)')\nprint('W0000 00:00 an XLA line')\n"
+        "print('FAIL variants seed 2: out 1e-2 off')\nsys.exit(1)\n")
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "python3").symlink_to(sys.executable)
+    path = f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}"
+    run = subprocess.run(["bash", "-c", function + "gpu_fuzz $PWD/f.txt 60 variants --seeds 1:3"],
+                         cwd=tmp_path, env={**os.environ, "PATH": path}, capture_output=True,
+                         text=True, timeout=60)
+    assert run.stdout.splitlines()[0] == "fuzz variants --seeds 1:3 -> f.txt: rc 1, 1 ok", run
+    assert "FAIL variants seed 2" in run.stdout
+    assert "W0000" not in (tmp_path / "f.txt").read_text()

@@ -14,7 +14,9 @@ replicated and the permutation. `variants` runs whatever backend "auto" picks, s
 fuzzes the kernels (the CPU path elsewhere); with 16-bit inputs and no sinks the check also
 demands that rows that see one key return that key's value bitwise, which the tensor-wide bound
 can miss. Prints a line per case (a failing one says enough to rerun it alone with
---seeds N:N+1) and a summary; exits 1 if any case failed. The suite's tests
+--seeds N:N+1) and a summary; exits 1 if any case failed. Interrupted (Ctrl-C, or SIGTERM or
+SIGINT from `timeout`), it still prints the summary, the running cases counted as cut short, not
+as passed (`gpu_fuzz` in tools/gpu_env.sh runs it so on the GPU machine). The suite's tests
 are fixed cases; this is for a change that deserves more: 100 seeds take 5-15 minutes on 2 cores.
 """
 
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -277,17 +280,21 @@ CASES = {"variants": variants_case, "jax_nn": jax_nn_case, "sharded": sharded_ca
 
 def in_processes(args) -> int:
     """main() over args.jobs child processes, each a contiguous share of the seeds: their lines
-    echoed as they come, then one summary of all of them."""
+    echoed as they come, then one summary of all of them. Interrupted (SIGINT or SIGTERM, as
+    `timeout` sends), it stops the children, waits a few seconds for their last lines and still
+    prints the summary: the cases that finished, and those cut short, which count as neither."""
     first, stop = (int(x) for x in args.seeds.split(":"))
     bounds = np.linspace(first, stop, min(args.jobs, stop - first) + 1).round().astype(int)
-    counts = {"ok": 0, "FAIL": 0, "skip": 0}
-    lock, t0 = threading.Lock(), time.time()
+    counts = {"ok": 0, "FAIL": 0, "skip": 0, "cut": 0}
+    lock, t0, children = threading.Lock(), time.time(), []
 
     def run(a: int, b: int) -> int:
         child = subprocess.Popen(
             [sys.executable, os.path.abspath(__file__), args.mode, "--seeds", f"{a}:{b}",
              "--platform", args.platform, "--time-limit", str(args.time_limit)],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        with lock:
+            children.append(child)
         for line in child.stdout:
             word = line.split(" ", 1)[0]
             with lock:
@@ -296,13 +303,57 @@ def in_processes(args) -> int:
                 print(line, end="", flush=True)
         return child.wait()
 
-    with concurrent.futures.ThreadPoolExecutor(len(bounds) - 1) as pool:
-        codes = list(pool.map(run, bounds[:-1], bounds[1:]))
-    crashed = sum(code not in (0, 1) for code in codes)  # 1: a case failed, which it printed
+    pool = concurrent.futures.ThreadPoolExecutor(len(bounds) - 1)
+    runs = [pool.submit(run, a, b) for a, b in zip(bounds[:-1], bounds[1:])]
+    interrupted = False
+    try:
+        codes = [r.result() for r in runs]
+    except KeyboardInterrupt:
+        interrupted = True
+        with lock:
+            for child in children:
+                if child.poll() is None:
+                    child.send_signal(signal.SIGINT)  # each reports the seed it was on
+        deadline = time.time() + 5
+        for child in list(children):
+            try:
+                child.wait(max(0.1, deadline - time.time()))
+            except subprocess.TimeoutExpired:
+                child.kill()  # busy outside Python (a compile): its seed is not reported
+        codes = [r.result() for r in runs]
+    pool.shutdown()
+    # 1: a case failed, which it printed. Interrupted, the children stopped on our signal.
+    crashed = 0 if interrupted else sum(code not in (0, 1) for code in codes)
+    cut = f", interrupted: {counts['cut']} cases cut short" if interrupted else ""
     print(f"{args.mode}: seeds {args.seeds} in {len(codes)} processes, {counts['ok']} passed, "
           f"{counts['FAIL'] + crashed} failed, {counts['skip']} skipped (sharded: fewer than 2 "
-          f"devices), {time.time() - t0:.0f} s", flush=True)
+          f"devices){cut}, {time.time() - t0:.0f} s", flush=True)
     return 1 if counts["FAIL"] or crashed else 0
+
+
+def one_case(mode: str, seed: int, options: dict, counts: dict) -> None:
+    """Runs and reports one seed's case, adding it to counts (ran, failed, skipped)."""
+    import jax
+
+    start = time.time()
+    try:
+        problem = CASES[mode](seed, **options)
+    except Exception as err:  # an error is a finding too: report it and go on
+        problem = f"{type(err).__name__}: {str(err)[:600]}"
+    # Every case has shapes of its own, and eager calls keep each shape's executable for the
+    # process's life (kvax's mask builder and op, as jax's own functions do). On CPU each kept
+    # about 800 memory maps a jax_nn case: after 89 cases LLVM could map no more (the kernel's
+    # limit of 65530), and the run died. Cleared, the maps stay at ~480.
+    jax.clear_caches()
+    counts["ran"] += 1
+    if problem == SKIPPED:
+        counts["skipped"] += 1
+        print(f"skip {mode} seed {seed}", flush=True)
+    elif problem:
+        counts["failed"] += 1
+        print(f"FAIL {mode} seed {seed}: {problem}", flush=True)
+    else:  # a line per case, so that a run cut short still shows what it checked
+        print(f"ok   {mode} seed {seed} ({time.time() - start:.1f} s)", flush=True)
 
 
 def main(argv=None) -> int:
@@ -319,43 +370,37 @@ def main(argv=None) -> int:
                    help="seconds after which no new case starts (each process's own clock); the "
                         "summary then counts the cases that ran. 0: none")
     args = p.parse_args(argv)
+    if argv is None:  # a run from the shell: `timeout`'s SIGTERM stops it as Ctrl-C does
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
     if args.jobs > 1:
         return in_processes(args)
     if args.mode == "sharded" and args.platform == "cpu" and "jax" not in sys.modules:
         os.environ.setdefault("JAX_NUM_CPU_DEVICES", "8")  # before JAX starts
-    import jax
 
     options = {"platform": args.platform} if args.mode == "sharded" else {}
     first, stop = (int(x) for x in args.seeds.split(":"))
-    failed, skipped, ran, t0 = 0, 0, 0, time.time()
-    for seed in range(first, stop):
-        start = time.time()
-        if args.time_limit and start - t0 > args.time_limit:
-            print(f"stop {args.mode}: --time-limit {args.time_limit:g} s reached before seed "
-                  f"{seed}", flush=True)
-            break
-        ran += 1
-        try:
-            problem = CASES[args.mode](seed, **options)
-        except Exception as err:  # an error is a finding too: report it and go on
-            problem = f"{type(err).__name__}: {str(err)[:600]}"
-        # Every case has shapes of its own, and eager calls keep each shape's executable for the
-        # process's life (kvax's mask builder and op, as jax's own functions do). On CPU each kept
-        # about 800 memory maps a jax_nn case: after 89 cases LLVM could map no more (the kernel's
-        # limit of 65530), and the run died. Cleared, the maps stay at ~480.
-        jax.clear_caches()
-        if problem == SKIPPED:
-            skipped += 1
-            print(f"skip {args.mode} seed {seed}", flush=True)
-        elif problem:
-            failed += 1
-            print(f"FAIL {args.mode} seed {seed}: {problem}", flush=True)
-        else:  # a line per case, so that a run cut short still shows what it checked
-            print(f"ok   {args.mode} seed {seed} ({time.time() - start:.1f} s)", flush=True)
-    print(f"{args.mode}: seeds {args.seeds}, {ran - failed - skipped} passed, "
-          f"{failed} failed, {skipped} skipped (sharded: fewer than 2 devices), "
+    counts = {"ran": 0, "failed": 0, "skipped": 0}
+    t0, running, cut = time.time(), None, ""
+    try:
+        for seed in range(first, stop):
+            if args.time_limit and time.time() - t0 > args.time_limit:
+                print(f"stop {args.mode}: --time-limit {args.time_limit:g} s reached before "
+                      f"seed {seed}", flush=True)
+                break
+            running = seed
+            one_case(args.mode, seed, options, counts)
+            running = None
+    except KeyboardInterrupt:  # a case cut short is neither passed nor failed
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        if running is not None:
+            print(f"cut {args.mode} seed {running}: interrupted", flush=True)
+        cut = f", interrupted{'' if running is None else ': 1 case cut short'}"
+    failed, skipped = counts["failed"], counts["skipped"]
+    print(f"{args.mode}: seeds {args.seeds}, {counts['ran'] - failed - skipped} passed, "
+          f"{failed} failed, {skipped} skipped (sharded: fewer than 2 devices){cut}, "
           f"{time.time() - t0:.0f} s", flush=True)
-    return 1 if failed else 0
+    return 1 if counts["failed"] else 0
 
 
 if __name__ == "__main__":
