@@ -122,7 +122,9 @@ def _jax_nn_live_rows(t: int, s: int, batch: int, kw: dict) -> np.ndarray:
 def jax_nn_case(seed: int) -> str | None:
     """kvax.nn.dot_product_attention against jax.nn.dot_product_attention(implementation="xla")
     in float32 on the rows with something to attend (ours exactly 0 elsewhere), and the
-    gradients of a loss that reads those rows, relative to the step's largest gradient."""
+    gradients of a loss that reads those rows, relative to the step's largest gradient. Ours
+    runs at the default precision (on a GPU, "auto" picks the float32 Triton kernels); jax.nn at
+    "highest", since a GPU's default would give it TF32 products."""
     import jax
     import jax.numpy as jnp
 
@@ -153,11 +155,15 @@ def jax_nn_case(seed: int) -> str | None:
     def ours(*args):
         return kvax.nn.dot_product_attention(*args, **kw)
 
-    want, got = np.asarray(theirs(q, k, v)), np.asarray(ours(q, k, v))
+    def loss_grads(fn):
+        return jax.grad(lambda *a: jnp.sum(fn(*a) ** 2), argnums=(0, 1, 2))(q, k, v)
+
+    with jax.default_matmul_precision("highest"):  # jax.nn on a GPU: no TF32 products
+        want, theirs_grads = np.asarray(theirs(q, k, v)), loss_grads(theirs)
+    got = np.asarray(ours(q, k, v))
     out_err = float(np.abs(want - got).max()) if want.size else 0.0
     empty_rows = float(np.abs(np.where(np.asarray(live), 0, got)).max()) if got.size else 0.0
-    grads = [jax.grad(lambda *a: jnp.sum(fn(*a) ** 2), argnums=(0, 1, 2))(q, k, v)
-             for fn in (theirs, ours)]
+    grads = [theirs_grads, loss_grads(ours)]
     scale = max([float(np.abs(np.asarray(g)).max()) for g in grads[0] if g.size] + [1e-30])
     grad_err = max([float(np.abs(np.asarray(a) - np.asarray(c)).max())
                     for a, c in zip(*grads) if a.size] + [0.0]) / scale
