@@ -284,6 +284,15 @@ def sharded_case(seed: int, platform: str = "cpu") -> str | None:
 CASES = {"variants": variants_case, "jax_nn": jax_nn_case, "sharded": sharded_case}
 
 
+def stop_once(signum, frame) -> None:
+    """SIGINT/SIGTERM handler: one KeyboardInterrupt, the signals ignored from then on. `timeout`
+    signals fuzz.py and then its whole process group, so a parent gets two, and the second
+    must not interrupt its own stopping of the children (it did, and the summary was lost)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
 def in_processes(args) -> int:
     """main() over args.jobs child processes, each a contiguous share of the seeds: their lines
     echoed as they come, then one summary of all of them. Interrupted (SIGINT or SIGTERM, as
@@ -376,8 +385,9 @@ def main(argv=None) -> int:
                    help="seconds after which no new case starts (each process's own clock); the "
                         "summary then counts the cases that ran. 0: none")
     args = p.parse_args(argv)
-    if argv is None:  # a run from the shell: `timeout`'s SIGTERM stops it as Ctrl-C does
-        signal.signal(signal.SIGTERM, signal.default_int_handler)
+    if argv is None:  # a run from the shell: stopped once, by Ctrl-C or `timeout`'s signal
+        signal.signal(signal.SIGINT, stop_once)
+        signal.signal(signal.SIGTERM, stop_once)
     if args.jobs > 1:
         return in_processes(args)
     if args.mode == "sharded" and args.platform == "cpu" and "jax" not in sys.modules:
@@ -397,8 +407,6 @@ def main(argv=None) -> int:
             one_case(args.mode, seed, options, counts)
             running = None
     except KeyboardInterrupt:  # a case cut short is neither passed nor failed
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         if running is not None:
             print(f"cut {args.mode} seed {running}: interrupted", flush=True)
         cut = f", interrupted{'' if running is None else ': 1 case cut short'}"
