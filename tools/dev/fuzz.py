@@ -320,9 +320,10 @@ def in_processes(args) -> int:
 
     pool = concurrent.futures.ThreadPoolExecutor(len(bounds) - 1)
     runs = [pool.submit(run, a, b) for a, b in zip(bounds[:-1], bounds[1:])]
-    interrupted = False
+    interrupted, killed = False, []
     try:
-        codes = [r.result() for r in runs]
+        for r in runs:
+            r.result()
     except KeyboardInterrupt:
         interrupted = True
         with lock:
@@ -334,13 +335,19 @@ def in_processes(args) -> int:
             try:
                 child.wait(max(0.1, deadline - time.time()))
             except subprocess.TimeoutExpired:
-                child.kill()  # busy outside Python (a compile): its seed is not reported
-        codes = [r.result() for r in runs]
+                child.kill()  # busy outside Python (a compile): its seed goes unnamed
+                killed.append(child.pid)
+        for r in runs:
+            r.result()
     pool.shutdown()
-    # 1: a case failed, which it printed. Interrupted, the children stopped on our signal.
-    crashed = 0 if interrupted else sum(code not in (0, 1) for code in codes)
-    cut = f", interrupted: {counts['cut']} cases cut short" if interrupted else ""
-    print(f"{args.mode}: seeds {args.seeds} in {len(codes)} processes, {counts['ok']} passed, "
+    # 1: a case failed, which it printed. A child our signal stopped exits 0 or 1 too, or dies
+    # of it if it came before the child's handler; one we killed is not a crash either.
+    stopped = (0, 1, -signal.SIGINT, -signal.SIGTERM) if interrupted else (0, 1)
+    crashed = sum(child.returncode not in stopped and child.pid not in killed
+                  for child in children)
+    cut = (f", interrupted: {counts['cut'] + len(killed)} cases cut short" if interrupted
+           else "")
+    print(f"{args.mode}: seeds {args.seeds} in {len(runs)} processes, {counts['ok']} passed, "
           f"{counts['FAIL'] + crashed} failed, {counts['skip']} skipped (sharded: fewer than 2 "
           f"devices){cut}, {time.time() - t0:.0f} s", flush=True)
     return 1 if counts["FAIL"] or crashed else 0
