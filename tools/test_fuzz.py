@@ -8,8 +8,8 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "dev"))
 
 
-@pytest.mark.parametrize("mode,seeds", [("variants", "0:2"), ("jax_nn", "0:3"),
-                                        ("sharded", "0:2")])
+@pytest.mark.parametrize("mode,seeds", [("variants", "0:2"), ("mosaic", "0:2"),
+                                        ("jax_nn", "0:3"), ("sharded", "0:2")])
 def test_fuzz_modes_pass(mode, seeds, capsys):
     import fuzz
 
@@ -144,3 +144,34 @@ def test_gpu_fuzz_reports_the_fuzz_exit_status(tmp_path):
     assert run.stdout.splitlines()[0] == "fuzz variants --seeds 1:3 -> f.txt: rc 1, 1 ok", run
     assert "FAIL variants seed 2" in run.stdout
     assert "W0000" not in (tmp_path / "f.txt").read_text()
+
+
+def test_kernels_counts_the_custom_calls_of_forward_and_backward():
+    """fuzz._kernels names the GPU kernels a case lowers to, by their custom calls: here a
+    stand-in forward calls "mosaic_gpu_v2" and its backward "triton_kernel_call" (lowered on
+    CPU, never run)."""
+    import fuzz
+    import jax
+    import jax.numpy as jnp
+
+    from kvax_testing import packed_batch
+
+    def kernel(name, x):
+        return jax.ffi.ffi_call(name, jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+
+    @jax.custom_vjp
+    def stand_in(q):
+        return kernel("mosaic_gpu_v2", q)
+
+    def forward(q):
+        out = stand_in(q)
+        return out, out  # the backward reads the forward's output, as attention's does
+
+    stand_in.defvjp(forward, lambda out, g: (kernel("triton_kernel_call", g * out),))
+
+    def attention(q, k, v, *layout, sinks=None):
+        return stand_in(q) + 0 * (k.sum() + v.sum())
+
+    batch = packed_batch(0, batch=1, kv_len=20, num_heads=2, num_kv_heads=2, head_dim=8)
+    assert fuzz._kernels(attention, batch, None) == "[mosaic 1, triton 1]"
+    assert fuzz._kernels(lambda q, k, v, *a: q + 0 * (k.sum() + v.sum()), batch, None) == "[]"

@@ -1,6 +1,7 @@
 """Randomised checks of the public API over the whole option space, one case per seed.
 
     python tools/dev/fuzz.py variants --seeds 0:100   # flash_attention vs the float64 reference
+    python tools/dev/fuzz.py mosaic --seeds 0:100     # the same over the Hopper kernels' cases
     python tools/dev/fuzz.py jax_nn --seeds 0:100     # kvax.nn vs jax.nn (implementation="xla")
     python tools/dev/fuzz.py sharded --seeds 0:100    # 8 fake CPU devices vs one device
     python tools/dev/fuzz.py sharded --platform gpu   # the machine's GPUs (up to 8) vs one
@@ -11,9 +12,11 @@ Each seed draws one case: lengths (odd ones, T < S), heads (GQA/MQA), head dim, 
 windows, soft cap, sinks, the returned logsumexp, id styles, positions, block sizes, padding
 poisoned with NaN/Inf; for `sharded` also the mesh (data x context x model), kv heads sharded or
 replicated and the permutation. `variants` runs whatever backend "auto" picks, so on a GPU it
-fuzzes the kernels (the CPU path elsewhere); with 16-bit inputs and no sinks the check also
-demands that rows that see one key return that key's value bitwise, which the tensor-wide bound
-can miss. Prints a line per case (a failing one says enough to rerun it alone with
+fuzzes the kernels (the CPU path elsewhere), mostly the Triton ones; `mosaic` draws the cases
+the Hopper backend takes, at lengths up to 3000. On a GPU the `ok` lines of both name the
+kernels that ran. With 16-bit inputs and no sinks the check also demands that rows that see
+one key return that key's value bitwise, which the tensor-wide bound can miss. Prints a line
+per case (a failing one says enough to rerun it alone with
 --seeds N:N+1) and a summary; exits 1 if any case failed. Interrupted (Ctrl-C, or SIGTERM or
 SIGINT from `timeout`), it still prints the summary, the running cases counted as cut short, not
 as passed (`gpu_fuzz` in tools/gpu_env.sh runs it so on the GPU machine). The suite's tests
@@ -36,6 +39,10 @@ import numpy as np
 SKIPPED = "skipped"  # a case this machine cannot run
 
 
+class Passed(str):
+    """What a case that passed returns to have its `ok` line say something (the kernels)."""
+
+
 def meshes(devices: int) -> list[tuple[int, int, int]]:
     """Every (data, context, model) shape of `devices` devices (8: 10 shapes; 2: 3)."""
     return [(d, c, devices // (d * c)) for d in range(1, devices + 1) if devices % d == 0
@@ -45,13 +52,9 @@ def meshes(devices: int) -> list[tuple[int, int, int]]:
 def variants_case(seed: int) -> str | None:
     """flash_attention (its masks built for the case) against kvax-testing's check: output,
     logsumexp and gradients within the baseline-tied bound, empty rows exactly 0."""
-    import jax
     import jax.numpy as jnp
 
-    from kvax._src.attention.backends import kernel_logit_error
-    from kvax.ops import create_attention_mask, flash_attention
-    from kvax.utils import FlashAttentionParamsConfig
-    from kvax_testing import check_attention, mask_terms, packed_batch, soft_cap
+    from kvax_testing import packed_batch
 
     r = np.random.default_rng(seed)  # each case its own generator: a failing seed reruns alone
     kv_len = int(r.integers(1, 300))
@@ -76,28 +79,117 @@ def variants_case(seed: int) -> str | None:
                          num_docs=(1, 6), pad_tokens=(0, min(40, kv_len - 1)), segment_ids=ids,
                          positions=positions, poison_padding=True)
     scale = float(h ** -0.5 * r.uniform(0.5, 2.0))
-    params = FlashAttentionParamsConfig(query_block_size=blocks[0], kv_block_size=blocks[1])
+    return _check_case(seed, batch, scale=scale, blocks=blocks, is_causal=is_causal,
+                       window=window, cap=cap, sinks=sinks, residual=residual,
+                       shown=f"T={q_len} S={kv_len} N{n_heads}K{k_heads} H{h} {dtype} "
+                             f"ids={ids} positions={positions} blocks={blocks}")
+
+
+def mosaic_case(seed: int) -> str | None:
+    """As variants_case, over what the Hopper backend takes (bfloat16/float16, head dims 64, 128
+    and 256, the default blocks or multiples of 128x64) and at the lengths its paths need: up to
+    3000 tokens, documents from a few long ones (the forward's document chunks) to many short
+    ones (row-aligned tiles), few queries against many keys (key splits, packed heads). On a
+    GPU "auto" runs the Mosaic kernels for these, where `variants` reaches them in about 1 case
+    in 20; elsewhere the case runs whatever "auto" picks."""
+    import jax.numpy as jnp
+
+    from kvax_testing import packed_batch
+
+    r = np.random.default_rng(seed)
+    kv_len = int(np.exp(r.uniform(np.log(100), np.log(3000))))
+    q_len = None if r.random() < 0.75 else int(r.integers(1, min(kv_len, 130) + 1))
+    k_heads = int(r.choice([1, 2]))
+    n_heads = k_heads * int(r.choice([1, 2, 4, 8]))
+    h = int(r.choice([64, 128, 128, 256]))
+    dtype = str(r.choice(["bfloat16", "float16"]))
+    batch_size = int(r.integers(1, 3))
+    # the float64 reference holds [B, N, T, S] arrays: at most 3e7 elements (240 MB) each
+    while batch_size * n_heads * (q_len or kv_len) * kv_len > 3e7 and n_heads > k_heads:
+        n_heads //= 2
+    if batch_size * n_heads * (q_len or kv_len) * kv_len > 3e7:
+        batch_size = 1
+    is_causal = bool(r.random() < 0.7)
+    window = None
+    if r.random() < 0.3:
+        window = (int(r.integers(0, 600)) if r.random() < 0.4
+                  else (int(r.integers(0, 600)), int(r.integers(0, 300))))
+    cap = float(r.choice([5.0, 20.0, 30.0, 50.0])) if r.random() < 0.3 else None
+    sinks = (jnp.asarray(r.normal(size=n_heads), jnp.float32) if r.random() < 0.3 else None)
+    residual = bool(r.random() < 0.3)
+    ids = str(r.choice(["sequential", "shuffled", "large", "reused"]))
+    positions = str(r.choice(["per_document"] * 3 + ["global", "zeros"]))
+    blocks = [None, None, None, (128, 128), (256, 64), (128, 64)][int(r.integers(0, 6))]
+    docs = (1, 4) if r.random() < 0.5 else (max(1, kv_len // 300), max(2, kv_len // 40))
+    batch = packed_batch(seed, batch=batch_size, kv_len=kv_len, q_len=q_len, num_heads=n_heads,
+                         num_kv_heads=k_heads, head_dim=h, dtype=dtype, num_docs=docs,
+                         pad_tokens=(0, min(300, kv_len - 1)), segment_ids=ids,
+                         positions=positions, poison_padding=True)
+    scale = float(h ** -0.5 * r.uniform(0.5, 2.0))
+    return _check_case(seed, batch, scale=scale, blocks=blocks, is_causal=is_causal,
+                       window=window, cap=cap, sinks=sinks, residual=residual,
+                       shown=f"B{batch_size} T={q_len} S={kv_len} N{n_heads}K{k_heads} H{h} "
+                             f"{dtype} docs={docs} ids={ids} positions={positions} "
+                             f"blocks={blocks}")
+
+
+def _check_case(seed: int, batch, *, scale: float, blocks, is_causal: bool, window, cap,
+                sinks, residual: bool, shown: str) -> str | None:
+    """flash_attention on `batch`, its masks built for the variant (with `blocks` as (query,
+    key) mask blocks, or the defaults if None), through kvax-testing's check; None if it
+    passed, else what to show."""
+    import jax
+
+    from kvax._src.attention.backends import kernel_logit_error
+    from kvax.ops import create_attention_mask, flash_attention
+    from kvax.utils import FlashAttentionParamsConfig
+    from kvax_testing import check_attention, mask_terms, soft_cap
+
+    params = {}
+    if blocks is not None:
+        config = FlashAttentionParamsConfig(query_block_size=blocks[0], kv_block_size=blocks[1])
+        params = dict(fwd_params=config, bwd_params=config)
     variant = dict(is_causal=is_causal, local_window_size=window)
 
     def attention(q, k, v, q_pos, q_seg, kv_pos, kv_seg, sinks=None):
-        masks = create_attention_mask(q_pos, q_seg, kv_pos, kv_seg, fwd_params=params,
-                                      bwd_params=params, calc_bwd_mask=True, **variant)
+        masks = create_attention_mask(q_pos, q_seg, kv_pos, kv_seg, calc_bwd_mask=True,
+                                      **params, **variant)
         return flash_attention(q, k, v, q_pos, q_seg, kv_pos, kv_seg, mask=masks, scale=scale,
-                               fwd_params=params, bwd_params=params, logits_soft_cap=cap,
-                               sinks=sinks, return_residual=residual, **variant)
+                               logits_soft_cap=cap, sinks=sinks, return_residual=residual,
+                               **params, **variant)
 
     # "auto" runs the GPU kernels on a GPU: a soft cap there takes an approximate tanh
     on_gpu = jax.default_backend() == "gpu"
+    dtype = str(batch.query.dtype)
     report = check_attention(jax.jit(attention), batch, scale=scale, seed=seed,
                              mask_terms=mask_terms(is_causal, window),
                              logits_fn=None if cap is None else soft_cap(cap), sinks=sinks,
                              residual=residual,
                              logit_error=kernel_logit_error(cap, dtype) if on_gpu else 0.0)
+    kernels = _kernels(attention, batch, sinks) if on_gpu else ""
     if report.ok:
-        return None
-    return (f"T={q_len} S={kv_len} N{n_heads}K{k_heads} H{h} {dtype} {variant} cap={cap} "
-            f"sinks={sinks is not None} residual={residual} ids={ids} positions={positions} "
-            f"blocks={blocks}\n{report}")
+        return Passed(kernels) if kernels else None
+    return (f"{shown} {variant} cap={cap} sinks={sinks is not None} residual={residual} "
+            f"{kernels}\n{report}")
+
+
+def _kernels(attention, batch, sinks) -> str:
+    """The GPU kernels that attention's forward and backward lower to, by kind, as
+    "[mosaic 2]" or "[mosaic 1, triton 2]" (jax-triton's and Mosaic GPU's custom calls)."""
+    import jax
+    import jax.numpy as jnp
+
+    layout = [jnp.asarray(a) for a in batch.layout.arrays]
+
+    def loss(q, k, v):
+        out = attention(q, k, v, *layout, **({} if sinks is None else {"sinks": sinks}))
+        return (out[0] if isinstance(out, tuple) else out).astype(jnp.float32).sum()
+
+    args = [jnp.asarray(x) for x in (batch.query, batch.key, batch.value)]
+    text = jax.jit(jax.grad(loss, argnums=(0, 1, 2))).lower(*args).as_text()
+    counts = {kind: text.count(f"@{target}") for kind, target in
+              (("mosaic", "mosaic_gpu"), ("triton", "triton_kernel_call"))}
+    return "[" + ", ".join(f"{kind} {n}" for kind, n in counts.items() if n) + "]"
 
 
 def _jax_nn_live_rows(t: int, s: int, batch: int, kw: dict) -> np.ndarray:
@@ -281,7 +373,8 @@ def sharded_case(seed: int, platform: str = "cpu") -> str | None:
             f"permute={permute}: {', '.join(problems)}")
 
 
-CASES = {"variants": variants_case, "jax_nn": jax_nn_case, "sharded": sharded_case}
+CASES = {"variants": variants_case, "mosaic": mosaic_case, "jax_nn": jax_nn_case,
+         "sharded": sharded_case}
 
 
 def stop_once(signum, frame) -> None:
@@ -371,11 +464,12 @@ def one_case(mode: str, seed: int, options: dict, counts: dict) -> None:
     if problem == SKIPPED:
         counts["skipped"] += 1
         print(f"skip {mode} seed {seed}", flush=True)
-    elif problem:
+    elif problem and not isinstance(problem, Passed):
         counts["failed"] += 1
         print(f"FAIL {mode} seed {seed}: {problem}", flush=True)
     else:  # a line per case, so that a run cut short still shows what it checked
-        print(f"ok   {mode} seed {seed} ({time.time() - start:.1f} s)", flush=True)
+        note = f" {problem}" if problem else ""
+        print(f"ok   {mode} seed {seed} ({time.time() - start:.1f} s){note}", flush=True)
 
 
 def main(argv=None) -> int:
