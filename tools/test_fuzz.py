@@ -9,7 +9,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "dev
 
 
 @pytest.mark.parametrize("mode,seeds", [("variants", "0:2"), ("mosaic", "0:2"),
-                                        ("jax_nn", "0:3"), ("sharded", "0:2")])
+                                        ("jax_nn", "0:3"), ("sharded", "0:2"),
+                                        ("sharded_mosaic", "5:6")])
 def test_fuzz_modes_pass(mode, seeds, capsys):
     import fuzz
 
@@ -34,6 +35,24 @@ def test_fuzz_catches_a_wrong_attention(monkeypatch, capsys):
     assert fuzz.main(["variants", "--seeds", "3:5"]) == 1
     out = capsys.readouterr().out
     assert "FAIL variants seed 3" in out and "FAIL variants seed 4" in out and " 2 failed" in out
+
+
+def test_sharded_mosaic_catches_a_wrong_attention(monkeypatch, capsys):
+    """The sharded Hopper cases go through the float64 reference's check too: an output 1%
+    off fails."""
+    import fuzz
+
+    import kvax.ops
+
+    right = kvax.ops.flash_attention
+
+    def off_by_one_percent(*args, **kwargs):
+        result = right(*args, **kwargs)
+        return (result[0] * 1.01, result[1]) if isinstance(result, tuple) else result * 1.01
+
+    monkeypatch.setattr(kvax.ops, "flash_attention", off_by_one_percent)
+    assert fuzz.main(["sharded_mosaic", "--seeds", "4:5"]) == 1
+    assert "FAIL sharded_mosaic seed 4" in capsys.readouterr().out
 
 
 def test_fuzz_catches_an_ulp_on_rows_that_see_one_key(monkeypatch, capsys):
@@ -152,7 +171,6 @@ def test_kernels_counts_the_custom_calls_of_forward_and_backward():
     CPU, never run)."""
     import fuzz
     import jax
-    import jax.numpy as jnp
 
     from kvax_testing import packed_batch
 

@@ -5,6 +5,7 @@
     python tools/dev/fuzz.py jax_nn --seeds 0:100     # kvax.nn vs jax.nn (implementation="xla")
     python tools/dev/fuzz.py sharded --seeds 0:100    # 8 fake CPU devices vs one device
     python tools/dev/fuzz.py sharded --platform gpu   # the machine's GPUs (up to 8) vs one
+    python tools/dev/fuzz.py sharded_mosaic --platform gpu   # the Hopper kernels' cases, sharded
     python tools/dev/fuzz.py variants --seeds 0:60 --jobs 6   # seeds shared by 6 processes
     python tools/dev/fuzz.py variants --seeds 0:60 --time-limit 100   # no new case after 100 s
 
@@ -13,14 +14,16 @@ windows, soft cap, sinks, the returned logsumexp, id styles, positions, block si
 poisoned with NaN/Inf; for `sharded` also the mesh (data x context x model), kv heads sharded or
 replicated and the permutation. `variants` runs whatever backend "auto" picks, so on a GPU it
 fuzzes the kernels (the CPU path elsewhere), mostly the Triton ones; `mosaic` draws the cases
-the Hopper backend takes, at lengths up to 3000. On a GPU the `ok` lines of both name the
-kernels that ran. With 16-bit inputs and no sinks the check also demands that rows that see
-one key return that key's value bitwise, which the tensor-wide bound can miss. Prints a line
-per case (a failing one says enough to rerun it alone with
---seeds N:N+1) and a summary; exits 1 if any case failed. Interrupted (Ctrl-C, or SIGTERM or
-SIGINT from `timeout`), it still prints the summary, the running cases counted as cut short, not
-as passed (`gpu_fuzz` in tools/gpu_env.sh runs it so on the GPU machine). The suite's tests
-are fixed cases; this is for a change that deserves more: 100 seeds take 5-15 minutes on 2 cores.
+the Hopper backend takes, at lengths up to 3000, and `sharded_mosaic` those cases on a mesh
+against the float64 reference (`sharded` compares float32 head dim 16 with one device). On a
+GPU the `ok` lines of these three name the kernels that ran. With 16-bit inputs and no sinks
+the check also demands that rows that see one key return that key's value bitwise, which the
+tensor-wide bound can miss. Prints a line per case (a failing one says enough to rerun it
+alone with --seeds N:N+1) and a summary; exits 1 if any case failed. Interrupted (Ctrl-C, or
+SIGTERM or SIGINT from `timeout`), it still prints the summary, the running cases counted as
+cut short, not as passed (`gpu_fuzz` in tools/gpu_env.sh runs it so on the GPU machine). The
+suite's tests are fixed cases; this is for a change that deserves more: 100 seeds take 5-15
+minutes on 2 cores.
 """
 
 from __future__ import annotations
@@ -374,8 +377,91 @@ def sharded_case(seed: int, platform: str = "cpu") -> str | None:
             f"permute={permute}: {', '.join(problems)}")
 
 
+def sharded_mosaic_case(seed: int, platform: str = "cpu") -> str | None:
+    """`sharded`'s meshes and permutations over the Hopper kernels' cases: bfloat16/float16,
+    head dims 64 and 128, 128x128 forward blocks, dK/dV blocks for the Mosaic backward (128
+    keys) or the Triton one (64), either dQ mode, checked against kvax-testing's float64
+    reference with its baseline-tied bound. On Hopper GPUs each shard runs the Mosaic forward;
+    `sharded` (float32, head dim 16) reaches only the Triton kernels there."""
+    import jax
+    import jax.numpy as jnp
+
+    from kvax._src.attention.backends import kernel_logit_error
+    from kvax.ops import create_attention_mask, flash_attention
+    from kvax.utils import (FlashAttentionParamsConfig, attention_specs,
+                            permute_tokens_context_parallelism,
+                            unpermute_tokens_context_parallelism)
+    from kvax_testing import check_attention, mask_terms, packed_batch, soft_cap
+    from kvax_testing.mesh import fake_mesh
+
+    r = np.random.default_rng(seed)
+    devices = min(len(jax.devices(platform)), 8)
+    if devices < 2:
+        return SKIPPED
+    shapes = meshes(devices)
+    d, c, m = shapes[int(r.integers(0, len(shapes)))]
+    mesh = fake_mesh((d, c, m), ("data", "context", "model"), platform=platform)
+    kv_sharded = bool(r.random() < 0.5)
+    k_heads = m * int(r.integers(1, 3)) if kv_sharded else int(r.choice([1, 2]))
+    n_heads = max(m, k_heads) * int(r.choice([1, 2]))
+    if n_heads % k_heads:
+        n_heads = k_heads * m
+    h = int(r.choice([64, 128]))
+    dtype = str(r.choice(["bfloat16", "float16"]))
+    kv_len = 256 * c * int(r.integers(1, 4))
+    fwd = FlashAttentionParamsConfig(query_block_size=128, kv_block_size=128)
+    bwd = FlashAttentionParamsConfig(query_block_size=64, kv_block_size=int(r.choice([128, 64])))
+    deterministic = bool(r.random() < 0.7)
+    is_causal = bool(r.random() < 0.7)
+    window = None if r.random() < 0.6 else (int(r.integers(0, 300)), int(r.integers(0, 100)))
+    cap = float(r.choice([5.0, 30.0])) if r.random() < 0.3 else None
+    sinks = jnp.asarray(r.normal(size=n_heads), jnp.float32) if r.random() < 0.3 else None
+    residual = bool(r.random() < 0.3)
+    permute = [False, True, "striped"][int(r.integers(0, 3))] if c > 1 else False
+    docs = (1, 4) if r.random() < 0.5 else (2, max(3, kv_len // 60))
+    batch = packed_batch(seed, batch=d * int(r.integers(1, 3)), kv_len=kv_len,
+                         num_heads=n_heads, num_kv_heads=k_heads, head_dim=h, dtype=dtype,
+                         num_docs=docs, pad_tokens=(0, 200),
+                         segment_ids=str(r.choice(["sequential", "shuffled", "reused"])),
+                         poison_padding=True)
+    scale = float(h ** -0.5 * r.uniform(0.5, 2.0))
+    variant = dict(is_causal=is_causal, local_window_size=window)
+    options = dict(scale=scale, fwd_params=fwd, bwd_params=bwd, deterministic=deterministic,
+                   logits_soft_cap=cap, return_residual=residual, **variant)
+    kv_specs = ("data", None, "model" if kv_sharded else None, None)
+
+    def sharded(q, k, v, qp, qs, kp, ks, sinks=None):
+        with attention_specs(("data", "context", "model", None), kv_specs):
+            if permute:
+                q, k, v, qp, qs = permute_tokens_context_parallelism(
+                    (q, k, v, qp, qs), strategy=permute, mesh=mesh)
+            masks = create_attention_mask(qp, qs, kp, ks, fwd_params=fwd, bwd_params=bwd,
+                                          calc_bwd_mask=True, mesh=mesh, **variant)
+            result = flash_attention(q, k, v, qp, qs, kp, ks, mask=masks, mesh=mesh,
+                                     sinks=sinks, permute_tokens_for_load_balance=permute,
+                                     **options)
+            if permute:
+                result = unpermute_tokens_context_parallelism(result, strategy=permute,
+                                                              mesh=mesh)
+            return result
+
+    on_gpu = platform == "gpu"
+    report = check_attention(jax.jit(sharded), batch, scale=scale, seed=seed,
+                             mask_terms=mask_terms(is_causal, window),
+                             logits_fn=None if cap is None else soft_cap(cap), sinks=sinks,
+                             residual=residual,
+                             logit_error=kernel_logit_error(cap, dtype) if on_gpu else 0.0)
+    kernels = _kernels(sharded, batch, sinks) if on_gpu else ""
+    if report.ok:
+        return Passed(kernels) if kernels else None
+    return (f"{kernels} mesh {d}x{c}x{m} N{n_heads}K{k_heads} H{h} {dtype} kv heads "
+            f"sharded={kv_sharded} S={kv_len} docs={docs} dkdv keys={bwd.kv_block_size} "
+            f"deterministic={deterministic} {variant} cap={cap} sinks={sinks is not None} "
+            f"residual={residual} permute={permute}\n{report}")
+
+
 CASES = {"variants": variants_case, "mosaic": mosaic_case, "jax_nn": jax_nn_case,
-         "sharded": sharded_case}
+         "sharded": sharded_case, "sharded_mosaic": sharded_mosaic_case}
 
 
 def stop_once(signum, frame) -> None:
@@ -492,10 +578,10 @@ def main(argv=None) -> int:
         signal.signal(signal.SIGTERM, stop_once)
     if args.jobs > 1:
         return in_processes(args)
-    if args.mode == "sharded" and args.platform == "cpu" and "jax" not in sys.modules:
+    if args.mode.startswith("sharded") and args.platform == "cpu" and "jax" not in sys.modules:
         os.environ.setdefault("JAX_NUM_CPU_DEVICES", "8")  # before JAX starts
 
-    options = {"platform": args.platform} if args.mode == "sharded" else {}
+    options = {"platform": args.platform} if args.mode.startswith("sharded") else {}
     first, stop = (int(x) for x in args.seeds.split(":"))
     counts = {"ran": 0, "failed": 0, "skipped": 0}
     t0, running, cut = time.time(), None, ""
