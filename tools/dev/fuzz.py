@@ -93,9 +93,10 @@ def mosaic_case(seed: int) -> str | None:
     and 256, the default blocks or multiples of 128x64) and at the lengths its paths need: up to
     3000 tokens, documents from a few long ones (the forward's document chunks) to many short
     ones (row-aligned tiles), few queries against many keys (key splits, packed heads). On a
-    Hopper GPU "auto" runs the Mosaic forward for all of these, where `variants` draws one
-    (bfloat16/float16, head dim 64 or 128, 128x128 blocks) for 51 of seeds 7100-8299; elsewhere
-    the case runs whatever "auto" picks."""
+    Hopper GPU the Mosaic backend's checks let "auto" pick its forward for each of these (the
+    `ok` lines say what ran), where `variants` draws such a case (bfloat16/float16, head dim 64
+    or 128, 128x128 blocks) for 51 of seeds 7100-8299; elsewhere the case runs whatever "auto"
+    picks."""
     import jax.numpy as jnp
 
     from kvax_testing import packed_batch
