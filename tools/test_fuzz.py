@@ -19,10 +19,9 @@ def test_fuzz_modes_pass(mode, seeds, capsys):
     assert " 0 failed" in summary and " 0 passed" not in summary, summary
 
 
-def test_fuzz_catches_a_wrong_attention(monkeypatch, capsys):
-    """An output 1% off on every row fails each case, with the seed to rerun it."""
-    import fuzz
-
+def _one_percent_off(monkeypatch):
+    """kvax.ops.flash_attention made to return its output 1% off on every row (what the fuzz's
+    cases call, imported at each call)."""
     import kvax.ops
 
     right = kvax.ops.flash_attention
@@ -32,6 +31,13 @@ def test_fuzz_catches_a_wrong_attention(monkeypatch, capsys):
         return (result[0] * 1.01, result[1]) if isinstance(result, tuple) else result * 1.01
 
     monkeypatch.setattr(kvax.ops, "flash_attention", off_by_one_percent)
+
+
+def test_fuzz_catches_a_wrong_attention(monkeypatch, capsys):
+    """An output 1% off on every row fails each case, with the seed to rerun it."""
+    import fuzz
+
+    _one_percent_off(monkeypatch)
     assert fuzz.main(["variants", "--seeds", "3:5"]) == 1
     out = capsys.readouterr().out
     assert "FAIL variants seed 3" in out and "FAIL variants seed 4" in out and " 2 failed" in out
@@ -42,15 +48,7 @@ def test_sharded_mosaic_catches_a_wrong_attention(monkeypatch, capsys):
     off fails."""
     import fuzz
 
-    import kvax.ops
-
-    right = kvax.ops.flash_attention
-
-    def off_by_one_percent(*args, **kwargs):
-        result = right(*args, **kwargs)
-        return (result[0] * 1.01, result[1]) if isinstance(result, tuple) else result * 1.01
-
-    monkeypatch.setattr(kvax.ops, "flash_attention", off_by_one_percent)
+    _one_percent_off(monkeypatch)
     assert fuzz.main(["sharded_mosaic", "--seeds", "4:5"]) == 1
     assert "FAIL sharded_mosaic seed 4" in capsys.readouterr().out
 

@@ -272,24 +272,17 @@ def jax_nn_case(seed: int) -> str | None:
             f"the largest gradient")
 
 
-def sharded_case(seed: int, platform: str = "cpu") -> str | None:
-    """flash_attention over a data x context x model mesh of `platform`'s devices
-    (attention_specs, the mask built sharded, the tokens permuted or not) against one device:
-    outputs and gradients."""
+def _draw_mesh(r, platform: str):
+    """The mesh and heads of a sharded case, drawn from r: ((data, context, model), the mesh of
+    `platform`'s devices (up to 8), kv heads sharded over "model" or not, kv heads, query
+    heads); None with fewer than 2 devices."""
     import jax
-    import jax.numpy as jnp
 
-    from kvax.ops import create_attention_mask, flash_attention
-    from kvax.utils import (FlashAttentionParamsConfig, attention_specs,
-                            permute_tokens_context_parallelism,
-                            unpermute_tokens_context_parallelism)
-    from kvax_testing import packed_batch
     from kvax_testing.mesh import fake_mesh
 
-    r = np.random.default_rng(seed)
     devices = min(len(jax.devices(platform)), 8)
     if devices < 2:
-        return SKIPPED
+        return None
     shapes = meshes(devices)
     d, c, m = shapes[int(r.integers(0, len(shapes)))]
     mesh = fake_mesh((d, c, m), ("data", "context", "model"), platform=platform)
@@ -298,6 +291,55 @@ def sharded_case(seed: int, platform: str = "cpu") -> str | None:
     n_heads = max(m, k_heads) * int(r.choice([1, 2]))
     if n_heads % k_heads:
         n_heads = k_heads * m
+    return (d, c, m), mesh, kv_sharded, k_heads, n_heads
+
+
+def _on_mesh(mesh, kv_sharded: bool, permute, variant: dict, options: dict):
+    """flash_attention(q, k, v, qp, qs, kp, ks, sinks=None) on `mesh` as a user calls it there:
+    attention_specs, the queries permuted (or not) for load balance, the mask built sharded for
+    the variant with options' fwd_params and bwd_params, the result permuted back. `options`
+    (the variant among them) go to flash_attention."""
+    from kvax.ops import create_attention_mask, flash_attention
+    from kvax.utils import (attention_specs, permute_tokens_context_parallelism,
+                            unpermute_tokens_context_parallelism)
+
+    kv_specs = ("data", None, "model" if kv_sharded else None, None)
+
+    def call(q, k, v, qp, qs, kp, ks, sinks=None):
+        with attention_specs(("data", "context", "model", None), kv_specs):
+            if permute:
+                q, k, v, qp, qs = permute_tokens_context_parallelism(
+                    (q, k, v, qp, qs), strategy=permute, mesh=mesh)
+            masks = create_attention_mask(qp, qs, kp, ks, fwd_params=options["fwd_params"],
+                                          bwd_params=options["bwd_params"], calc_bwd_mask=True,
+                                          mesh=mesh, **variant)
+            result = flash_attention(q, k, v, qp, qs, kp, ks, mask=masks, mesh=mesh,
+                                     sinks=sinks, permute_tokens_for_load_balance=permute,
+                                     **options)
+            if permute:
+                result = unpermute_tokens_context_parallelism(result, strategy=permute,
+                                                              mesh=mesh)
+            return result
+
+    return call
+
+
+def sharded_case(seed: int, platform: str = "cpu") -> str | None:
+    """flash_attention over a data x context x model mesh of `platform`'s devices
+    (attention_specs, the mask built sharded, the tokens permuted or not) against one device:
+    outputs and gradients."""
+    import jax
+    import jax.numpy as jnp
+
+    from kvax.ops import flash_attention
+    from kvax.utils import FlashAttentionParamsConfig
+    from kvax_testing import packed_batch
+
+    r = np.random.default_rng(seed)
+    drawn = _draw_mesh(r, platform)
+    if drawn is None:
+        return SKIPPED
+    (d, c, m), mesh, kv_sharded, k_heads, n_heads = drawn
     kv_len = 32 * c * int(r.integers(1, 4)) + (0 if c > 1 else int(r.integers(0, 15)))
     blocks = [(16, 16), (16, 32), (32, 16)][int(r.integers(0, 3))]
     params = FlashAttentionParamsConfig(query_block_size=blocks[0], kv_block_size=blocks[1])
@@ -315,27 +357,14 @@ def sharded_case(seed: int, platform: str = "cpu") -> str | None:
     qp, qs, kp, ks = (jnp.asarray(a) for a in batch.layout.arrays)
     options = dict(scale=0.3, fwd_params=params, bwd_params=params, logits_soft_cap=cap,
                    return_residual=residual, **variant)
-    kv_specs = ("data", None, "model" if kv_sharded else None, None)
 
     def single(q, k, v, sinks):
         return flash_attention(q, k, v, qp, qs, kp, ks, sinks=sinks, **options)
 
+    on_mesh = _on_mesh(mesh, kv_sharded, permute, variant, options)
+
     def sharded(q, k, v, sinks):
-        with attention_specs(("data", "context", "model", None), kv_specs):
-            q_pos, q_seg = qp, qs
-            if permute:
-                q, k, v, q_pos, q_seg = permute_tokens_context_parallelism(
-                    (q, k, v, qp, qs), strategy=permute, mesh=mesh)
-            masks = create_attention_mask(q_pos, q_seg, kp, ks, fwd_params=params,
-                                          bwd_params=params, calc_bwd_mask=True, mesh=mesh,
-                                          **variant)
-            result = flash_attention(q, k, v, q_pos, q_seg, kp, ks, mask=masks, mesh=mesh,
-                                     sinks=sinks, permute_tokens_for_load_balance=permute,
-                                     **options)
-            if permute:
-                result = unpermute_tokens_context_parallelism(result, strategy=permute,
-                                                              mesh=mesh)
-            return result
+        return on_mesh(q, k, v, qp, qs, kp, ks, sinks=sinks)
 
     args = tuple(jnp.asarray(x) for x in (batch.query, batch.key, batch.value))
     with_sinks = sinks is not None
@@ -388,25 +417,14 @@ def sharded_mosaic_case(seed: int, platform: str = "cpu") -> str | None:
     import jax.numpy as jnp
 
     from kvax._src.attention.backends import kernel_logit_error
-    from kvax.ops import create_attention_mask, flash_attention
-    from kvax.utils import (FlashAttentionParamsConfig, attention_specs,
-                            permute_tokens_context_parallelism,
-                            unpermute_tokens_context_parallelism)
+    from kvax.utils import FlashAttentionParamsConfig
     from kvax_testing import check_attention, mask_terms, packed_batch, soft_cap
-    from kvax_testing.mesh import fake_mesh
 
     r = np.random.default_rng(seed)
-    devices = min(len(jax.devices(platform)), 8)
-    if devices < 2:
+    drawn = _draw_mesh(r, platform)
+    if drawn is None:
         return SKIPPED
-    shapes = meshes(devices)
-    d, c, m = shapes[int(r.integers(0, len(shapes)))]
-    mesh = fake_mesh((d, c, m), ("data", "context", "model"), platform=platform)
-    kv_sharded = bool(r.random() < 0.5)
-    k_heads = m * int(r.integers(1, 3)) if kv_sharded else int(r.choice([1, 2]))
-    n_heads = max(m, k_heads) * int(r.choice([1, 2]))
-    if n_heads % k_heads:
-        n_heads = k_heads * m
+    (d, c, m), mesh, kv_sharded, k_heads, n_heads = drawn
     h = int(r.choice([64, 128]))
     dtype = str(r.choice(["bfloat16", "float16"]))
     kv_len = 256 * c * int(r.integers(1, 4))
@@ -429,22 +447,7 @@ def sharded_mosaic_case(seed: int, platform: str = "cpu") -> str | None:
     variant = dict(is_causal=is_causal, local_window_size=window)
     options = dict(scale=scale, fwd_params=fwd, bwd_params=bwd, deterministic=deterministic,
                    logits_soft_cap=cap, return_residual=residual, **variant)
-    kv_specs = ("data", None, "model" if kv_sharded else None, None)
-
-    def sharded(q, k, v, qp, qs, kp, ks, sinks=None):
-        with attention_specs(("data", "context", "model", None), kv_specs):
-            if permute:
-                q, k, v, qp, qs = permute_tokens_context_parallelism(
-                    (q, k, v, qp, qs), strategy=permute, mesh=mesh)
-            masks = create_attention_mask(qp, qs, kp, ks, fwd_params=fwd, bwd_params=bwd,
-                                          calc_bwd_mask=True, mesh=mesh, **variant)
-            result = flash_attention(q, k, v, qp, qs, kp, ks, mask=masks, mesh=mesh,
-                                     sinks=sinks, permute_tokens_for_load_balance=permute,
-                                     **options)
-            if permute:
-                result = unpermute_tokens_context_parallelism(result, strategy=permute,
-                                                              mesh=mesh)
-            return result
+    sharded = _on_mesh(mesh, kv_sharded, permute, variant, options)
 
     on_gpu = platform == "gpu"
     report = check_attention(jax.jit(sharded), batch, scale=scale, seed=seed,
