@@ -53,6 +53,23 @@ def test_sharded_mosaic_catches_a_wrong_attention(monkeypatch, capsys):
     assert "FAIL sharded_mosaic seed 4" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("mode,seed", [("mosaic", 25), ("sharded_mosaic", 5)])
+def test_a_case_that_raises_says_what_it_was(mode, seed, monkeypatch, capsys):
+    """A case whose attention raises (as 8 mosaic cases did on an H200 in session 60, with
+    shared memory over the limit) fails with its error and the case's description."""
+    import fuzz
+    import kvax.ops
+
+    def too_big(*args, **kwargs):
+        raise RuntimeError("Shared memory requested exceeds device resources")
+
+    monkeypatch.setattr(kvax.ops, "flash_attention", too_big)
+    assert fuzz.main([mode, "--seeds", f"{seed}:{seed + 1}"]) == 1
+    out = capsys.readouterr().out
+    assert f"FAIL {mode} seed {seed}: RuntimeError: Shared memory requested" in out, out
+    assert "\n  case: " in out and "H128 " in out and "cap=" in out, out
+
+
 def test_fuzz_catches_an_ulp_on_rows_that_see_one_key(monkeypatch, capsys):
     """An output one ulp off only on rows that see one key (what the capped 16-bit forwards did
     before session 54) passes the tensor-wide bound on seed 4 (float16, a window with

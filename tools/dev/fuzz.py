@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import contextlib
 import os
 import signal
 import subprocess
@@ -166,16 +167,28 @@ def _check_case(seed: int, batch, *, scale: float, blocks, is_causal: bool, wind
     # "auto" runs the GPU kernels on a GPU: a soft cap there takes an approximate tanh
     on_gpu = jax.default_backend() == "gpu"
     dtype = str(batch.query.dtype)
-    report = check_attention(jax.jit(attention), batch, scale=scale, seed=seed,
-                             mask_terms=mask_terms(is_causal, window),
-                             logits_fn=None if cap is None else soft_cap(cap), sinks=sinks,
-                             residual=residual,
-                             logit_error=kernel_logit_error(cap, dtype) if on_gpu else 0.0)
-    kernels = _kernels(attention, batch, sinks) if on_gpu else ""
+    shown = f"{shown} {variant} cap={cap} sinks={sinks is not None} residual={residual}"
+    with _shown_on_error(shown):
+        report = check_attention(jax.jit(attention), batch, scale=scale, seed=seed,
+                                 mask_terms=mask_terms(is_causal, window),
+                                 logits_fn=None if cap is None else soft_cap(cap), sinks=sinks,
+                                 residual=residual,
+                                 logit_error=kernel_logit_error(cap, dtype) if on_gpu else 0.0)
+        kernels = _kernels(attention, batch, sinks) if on_gpu else ""
     if report.ok:
         return Passed(kernels) if kernels else None
-    return (f"{shown} {variant} cap={cap} sinks={sinks is not None} residual={residual} "
-            f"{kernels}\n{report}")
+    return f"{shown} {kernels}\n{report}"
+
+
+@contextlib.contextmanager
+def _shown_on_error(shown: str):
+    """An error inside carries the case's description (a note one_case prints), so that a case
+    that raises says what it was, as a failing one does."""
+    try:
+        yield
+    except Exception as err:
+        err.add_note(f"case: {shown}")
+        raise
 
 
 def _kernels(attention, batch, sinks) -> str:
@@ -450,18 +463,20 @@ def sharded_mosaic_case(seed: int, platform: str = "cpu") -> str | None:
     sharded = _on_mesh(mesh, kv_sharded, permute, variant, options)
 
     on_gpu = platform == "gpu"
-    report = check_attention(jax.jit(sharded), batch, scale=scale, seed=seed,
-                             mask_terms=mask_terms(is_causal, window),
-                             logits_fn=None if cap is None else soft_cap(cap), sinks=sinks,
-                             residual=residual,
-                             logit_error=kernel_logit_error(cap, dtype) if on_gpu else 0.0)
-    kernels = _kernels(sharded, batch, sinks) if on_gpu else ""
+    shown = (f"mesh {d}x{c}x{m} N{n_heads}K{k_heads} H{h} {dtype} kv heads "
+             f"sharded={kv_sharded} S={kv_len} docs={docs} dkdv keys={bwd.kv_block_size} "
+             f"deterministic={deterministic} {variant} cap={cap} sinks={sinks is not None} "
+             f"residual={residual} permute={permute}")
+    with _shown_on_error(shown):
+        report = check_attention(jax.jit(sharded), batch, scale=scale, seed=seed,
+                                 mask_terms=mask_terms(is_causal, window),
+                                 logits_fn=None if cap is None else soft_cap(cap), sinks=sinks,
+                                 residual=residual,
+                                 logit_error=kernel_logit_error(cap, dtype) if on_gpu else 0.0)
+        kernels = _kernels(sharded, batch, sinks) if on_gpu else ""
     if report.ok:
         return Passed(kernels) if kernels else None
-    return (f"{kernels} mesh {d}x{c}x{m} N{n_heads}K{k_heads} H{h} {dtype} kv heads "
-            f"sharded={kv_sharded} S={kv_len} docs={docs} dkdv keys={bwd.kv_block_size} "
-            f"deterministic={deterministic} {variant} cap={cap} sinks={sinks is not None} "
-            f"residual={residual} permute={permute}\n{report}")
+    return f"{kernels} {shown}\n{report}"
 
 
 CASES = {"variants": variants_case, "mosaic": mosaic_case, "jax_nn": jax_nn_case,
@@ -545,7 +560,8 @@ def one_case(mode: str, seed: int, options: dict, counts: dict) -> None:
     try:
         problem = CASES[mode](seed, **options)
     except Exception as err:  # an error is a finding too: report it and go on
-        problem = f"{type(err).__name__}: {str(err)[:600]}"
+        notes = "".join(f"\n  {note}" for note in getattr(err, "__notes__", ()))
+        problem = f"{type(err).__name__}: {str(err)[:600]}{notes}"
     # Every case has shapes of its own, and eager calls keep each shape's executable for the
     # process's life (kvax's mask builder and op, as jax's own functions do). On CPU each kept
     # about 800 memory maps a jax_nn case: after 89 cases LLVM could map no more (the kernel's
