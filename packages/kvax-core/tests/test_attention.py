@@ -12,6 +12,7 @@ from kvax_core_cases import BACKENDS, SMALL
 
 from kvax._src.attention import backends, blockwise
 from kvax.ops import create_attention_mask, flash_attention
+from kvax.utils import FlashAttentionParamsConfig
 from kvax_testing import (assert_one_key_rows_exact, check_attention, mask_terms, packed_batch,
                           reference_attention, soft_cap)
 
@@ -228,6 +229,31 @@ def test_head_dims_with_device_defaults(dtype, h, hv):
 
     report = check_attention(jax.jit(fn), batch, scale=scale)
     assert report.ok, str(report)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("blocks,stages", [((128, 64), 3), ((256, 64), 3), ((128, 128), 3),
+                                           ((128, 128), 8)])
+@pytest.mark.parametrize("backend", ["triton", "auto"])
+def test_large_blocks_fit_shared_memory(blocks, stages, backend):
+    """Mask and kernel blocks beyond the defaults, the same params for both passes, at head dim
+    128 in bfloat16: the kernels take the stages that fit shared memory (a 128x64 backward at 3
+    stages asked an H200 for 232960 of its 232448 bytes and failed at launch, in session 60's
+    mosaic fuzz)."""
+    batch = packed_batch(int(np.random.SeedSequence().entropy % 2**31), batch=1, kv_len=701,
+                         num_heads=2, num_kv_heads=1, head_dim=128, dtype="bfloat16",
+                         num_docs=(2, 4), pad_tokens=(1, 40), poison_padding=True)
+    params = FlashAttentionParamsConfig(*blocks, num_warps=8, num_stages=stages)
+    scale = 128 ** -0.5
+
+    def fn(q, k, v, *layout):
+        masks = create_attention_mask(*layout, fwd_params=params, bwd_params=params,
+                                      calc_bwd_mask=True)
+        return flash_attention(q, k, v, *layout, mask=masks, scale=scale, fwd_params=params,
+                               bwd_params=params, backend=backend)
+
+    report = check_attention(jax.jit(fn), batch, scale=scale)
+    assert report.ok, f"{blocks} {stages}\n{report}"
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

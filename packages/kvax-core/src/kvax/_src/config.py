@@ -21,7 +21,10 @@ class FlashAttentionParamsConfig:
     Forward: query tiles of `query_block_size` rows visit key tiles of `kv_block_size` columns.
     Backward (Kvax's convention): the dK/dV kernel holds `kv_block_size` keys and visits query
     tiles of `query_block_size`; the dQ kernel holds `kv_block_size` queries and visits key tiles of
-    `query_block_size`. Larger blocks can be faster but need more registers.
+    `query_block_size`. Larger blocks can be faster but need more registers. `num_stages` is
+    the deepest software pipeline the kernels may take: where that many stages of the tiles
+    would not fit the device's shared memory (on the kinds shared_memory_bytes knows), they take
+    as many as fit (triton_common.fit_stages), which changes the speed, never the result.
     """
 
     query_block_size: int = 64

@@ -12,6 +12,7 @@ import triton.language as tl
 
 from kvax._src.attention import triton_common as tc
 from kvax._src.attention.mask import AttentionMask
+from kvax._src.config import current_device_kind
 
 
 @triton.jit
@@ -258,10 +259,9 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
     lse = jnp.where(jnp.isneginf(lse), jnp.inf, lse * tc.LOG2E)
 
     # dK/dV rows are key tiles over query columns; dQ rows are query tiles over key columns
-    kv_tiles = tc.choose_tiles(q.dtype, h, hv, dkdv_mask.row_block, dkdv_mask.col_block,
-                               params.num_stages)
-    q_tiles = tc.choose_tiles(q.dtype, h, hv, dq_mask.row_block, dq_mask.col_block,
-                              params.num_stages)
+    kv_tiles, q_tiles, stages = tc.backward_tiles(
+        q.dtype, h, hv, (dkdv_mask.row_block, dkdv_mask.col_block),
+        (dq_mask.row_block, dq_mask.col_block), params, current_device_kind())
     kv_nt = -(-s_len // kv_tiles["BLOCK_M_TILE"])
     q_nt = -(-t // q_tiles["BLOCK_M_TILE"])
     group = n // num_kv
@@ -272,7 +272,7 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
         out_shape=[tc.shape_dtype(q.shape, q.dtype), tc.shape_dtype(k.shape, k.dtype),
                    tc.shape_dtype(v.shape, v.dtype)],
         grid=(kv_nt + group * q_nt, b * num_kv), name="kvax_bwd", num_warps=params.num_warps,
-        num_stages=min(kv_tiles["num_stages"], q_tiles["num_stages"]), debug=debug, N=n, G=group,
+        num_stages=stages, debug=debug, N=n, G=group,
         KH=num_kv, KV_BLOCK_Q=kv_tiles["BLOCK_N_TILE"], KV_BLOCK_K=kv_tiles["BLOCK_M_TILE"],
         KV_ROW_RATIO=kv_tiles["ROW_RATIO"], KV_COL_RATIO=kv_tiles["COL_RATIO"],
         Q_BLOCK_Q=q_tiles["BLOCK_M_TILE"], Q_BLOCK_K=q_tiles["BLOCK_N_TILE"],

@@ -206,19 +206,77 @@ def choose_tiles(dtype, head_dim: int, value_head_dim: int, row_block: int, col_
                 COL_RATIO=col_block // tile_col, num_stages=stages)
 
 
-def check_forward_shared_memory(dtype, head_dim: int, value_head_dim: int, tiles: dict,
-                                device_kind: str, params) -> None:
-    """The forward kernel's shared memory (its query tile and num_stages buffered key and value
-    tiles) against the device's limit: a clear error instead of a failed launch."""
-    limit = shared_memory_bytes(device_kind)
+# bytes past the tiles' buffers that compiled kernels were seen to take (layout conversions,
+# barriers): up to 1.5 KiB in sm_90 builds of the forward (test_kernels_compile.py)
+SHARED_SLACK = 2048
+
+
+def forward_shared_memory(dtype, head_dim: int, value_head_dim: int, tiles: dict,
+                          stages: int) -> int:
+    """Bytes of shared memory the forward kernel takes with `stages` stages of these tiles, an
+    upper bound (its query tile, and per stage a key and a value tile), checked against compiled
+    kernels in test_kernels_compile.py."""
     item = jnp.dtype(dtype).itemsize
-    need = item * (tiles["BLOCK_M_TILE"] * next_pow2(head_dim) + tiles["num_stages"]
-                   * tiles["BLOCK_N_TILE"] * (next_pow2(head_dim) + next_pow2(value_head_dim)))
-    if limit is not None and need > limit:
+    return (item * (tiles["BLOCK_M_TILE"] * next_pow2(head_dim) + stages * tiles["BLOCK_N_TILE"]
+                    * (next_pow2(head_dim) + next_pow2(value_head_dim))) + SHARED_SLACK)
+
+
+def backward_shared_memory(dtype, head_dim: int, value_head_dim: int, kv_tiles: dict,
+                           q_tiles: dict, stages: int) -> int:
+    """Bytes of shared memory the backward kernel takes with `stages` stages, an upper bound over
+    its two kinds of program, each holding one tile of two operands (dK/dV: K and V; dQ: Q and
+    dO) and streaming, per stage, tiles of the other two with their rows' logsumexp and delta
+    or positions and ids (checked against compiled kernels in test_kernels_compile.py)."""
+    row = jnp.dtype(dtype).itemsize * (next_pow2(head_dim) + next_pow2(value_head_dim)) + 16
+
+    def program(held: int, streamed: int) -> int:
+        return held * row + stages * streamed * row
+
+    return max(program(kv_tiles["BLOCK_M_TILE"], kv_tiles["BLOCK_N_TILE"]),
+               program(q_tiles["BLOCK_M_TILE"], q_tiles["BLOCK_N_TILE"])) + SHARED_SLACK
+
+
+def fit_stages(need, stages: int, device_kind: str, what: str) -> int:
+    """The most pipeline stages, up to `stages` (the params' num_stages, or fewer where
+    choose_tiles lowered it), whose shared memory need(stages) fits one program of this device
+    kind; `stages` itself where the kind's limit is unknown. num_stages only deepens the
+    pipeline, so fewer stages change the speed, never the result: a config such as 128x64 with
+    the default 3 stages, over an H200's shared memory in the backward at head dim 128, runs
+    with 2 instead of failing at launch. what: the params' name for the error where not even
+    one stage fits."""
+    limit = shared_memory_bytes(device_kind)
+    if limit is None:
+        return stages
+    while stages > 1 and need(stages) > limit:
+        stages -= 1
+    if need(stages) > limit:
         raise ValueError(
-            f"fwd_params={params} needs ~{need} bytes of shared memory per program for head dims "
-            f"({head_dim}, {value_head_dim}) in {jnp.dtype(dtype).name}; a {device_kind} has "
-            f"{limit}: use smaller blocks or fewer num_stages")
+            f"{what} needs ~{need(stages)} bytes of shared memory per program with one stage; a "
+            f"{device_kind} has {limit}: use smaller blocks")
+    return stages
+
+
+def forward_tiles(dtype, head_dim: int, value_head_dim: int, blocks: tuple[int, int], params,
+                  device_kind: str) -> dict:
+    """choose_tiles for the forward kernel over mask blocks (rows, columns), its num_stages fit
+    to the device's shared memory (fit_stages)."""
+    tiles = choose_tiles(dtype, head_dim, value_head_dim, *blocks, params.num_stages,
+                         forward=True, device_kind=device_kind)
+    stages = fit_stages(lambda n: forward_shared_memory(dtype, head_dim, value_head_dim, tiles, n),
+                        tiles["num_stages"], device_kind, f"fwd_params={params}")
+    return dict(tiles, num_stages=stages)
+
+
+def backward_tiles(dtype, head_dim: int, value_head_dim: int, dkdv_blocks: tuple[int, int],
+                   dq_blocks: tuple[int, int], params, device_kind: str) -> tuple[dict, dict, int]:
+    """(dK/dV tiles, dQ tiles, stages) for the backward kernel over its two masks' blocks: the
+    stages both kinds of program take, fit to the device's shared memory (fit_stages)."""
+    kv_tiles = choose_tiles(dtype, head_dim, value_head_dim, *dkdv_blocks, params.num_stages)
+    q_tiles = choose_tiles(dtype, head_dim, value_head_dim, *dq_blocks, params.num_stages)
+    stages = fit_stages(
+        lambda n: backward_shared_memory(dtype, head_dim, value_head_dim, kv_tiles, q_tiles, n),
+        min(kv_tiles["num_stages"], q_tiles["num_stages"]), device_kind, f"bwd_params={params}")
+    return kv_tiles, q_tiles, stages
 
 
 def ordered_constants(kernel, constants: dict) -> dict:

@@ -183,9 +183,7 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
     s_len, num_kv, hv = k.shape[1], k.shape[2], v.shape[3]
     r = mask.lower_bounds.shape[1]
     kind = current_device_kind()
-    tiles = tc.choose_tiles(q.dtype, h, hv, mask.row_block, mask.col_block, params.num_stages,
-                            forward=True, device_kind=kind)
-    tc.check_forward_shared_memory(q.dtype, h, hv, tiles, kind, params)
+    tiles = tc.forward_tiles(q.dtype, h, hv, (mask.row_block, mask.col_block), params, kind)
     num_tiles = -(-t // tiles["BLOCK_M_TILE"])
     out_shapes = [tc.shape_dtype((b, t, n, hv), q.dtype), tc.shape_dtype((b, n, t), "float32")]
     out, lse = tc.launch(
