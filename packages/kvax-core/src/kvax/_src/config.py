@@ -23,8 +23,8 @@ class FlashAttentionParamsConfig:
     tiles of `query_block_size`; the dQ kernel holds `kv_block_size` queries and visits key tiles of
     `query_block_size`. Larger blocks can be faster but need more registers. `num_stages` is
     the deepest software pipeline the kernels may take: where that many stages of the tiles
-    would not fit the device's shared memory (on the kinds shared_memory_bytes knows), they take
-    as many as fit (triton_common.fit_stages), which changes the speed, never the result.
+    would not fit a Hopper GPU's shared memory, they take as many as fit
+    (triton_common.fit_stages), which changes the speed, never the result.
     """
 
     query_block_size: int = 64

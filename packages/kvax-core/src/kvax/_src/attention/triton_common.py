@@ -238,14 +238,17 @@ def backward_shared_memory(dtype, head_dim: int, value_head_dim: int, kv_tiles: 
 
 def fit_stages(need, stages: int, device_kind: str, what: str) -> int:
     """The most pipeline stages, up to `stages` (the params' num_stages, or fewer where
-    choose_tiles lowered it), whose shared memory need(stages) fits one program of this device
-    kind; `stages` itself where the kind's limit is unknown. num_stages only deepens the
-    pipeline, so fewer stages change the speed, never the result: a config such as 128x64 with
-    the default 3 stages, over an H200's shared memory in the backward at head dim 128, runs
-    with 2 instead of failing at launch. what: the params' name for the error where not even
-    one stage fits."""
+    choose_tiles lowered it), whose shared memory need(stages) fits one program of a Hopper GPU.
+    num_stages only deepens the pipeline, so fewer stages change the speed, never the result: a
+    config such as 128x64 with the default 3 stages, over an H200's shared memory in the
+    backward at head dim 128, runs with 2 instead of failing at launch. what: the params' name
+    for the error where not even one stage fits.
+    Other kinds keep `stages`: the model was checked against sm_90 builds, and Triton's sm_80
+    builds do not follow it (an A100's backward can take more shared memory at one stage than
+    at two, above the model; docs/bench/cpu-2026-11-30-shared-sweep), so it would cut stages
+    from A100 defaults that fit."""
     limit = shared_memory_bytes(device_kind)
-    if limit is None:
+    if limit is None or not is_hopper(device_kind):
         return stages
     while stages > 1 and need(stages) > limit:
         stages -= 1
