@@ -147,10 +147,8 @@ def _check_case(seed: int, batch, *, scale: float, blocks, is_causal: bool, wind
     passed, else what to show."""
     import jax
 
-    from kvax._src.attention.backends import kernel_logit_error
     from kvax.ops import create_attention_mask, flash_attention
     from kvax.utils import FlashAttentionParamsConfig
-    from kvax_testing import check_attention, mask_terms, soft_cap
 
     params = {}
     if blocks is not None:
@@ -166,9 +164,24 @@ def _check_case(seed: int, batch, *, scale: float, blocks, is_causal: bool, wind
                                **params, **variant)
 
     # "auto" runs the GPU kernels on a GPU: a soft cap there takes an approximate tanh
-    on_gpu = jax.default_backend() == "gpu"
+    return _checked(attention, batch, seed=seed, scale=scale, is_causal=is_causal,
+                    window=window, cap=cap, sinks=sinks, residual=residual,
+                    on_gpu=jax.default_backend() == "gpu",
+                    shown=f"{shown} {variant} cap={cap} sinks={sinks is not None} "
+                          f"residual={residual}")
+
+
+def _checked(attention, batch, *, seed: int, scale: float, is_causal: bool, window, cap, sinks,
+             residual: bool, on_gpu: bool, shown: str) -> str | None:
+    """attention (jitted here) through kvax-testing's check against the float64 reference,
+    with the kernels' logit error on a GPU, and there the kernels it lowers to (_kernels):
+    None or Passed if it passed, else `shown` with the report."""
+    import jax
+
+    from kvax._src.attention.backends import kernel_logit_error
+    from kvax_testing import check_attention, mask_terms, soft_cap
+
     dtype = str(batch.query.dtype)
-    shown = f"{shown} {variant} cap={cap} sinks={sinks is not None} residual={residual}"
     with _shown_on_error(shown):
         report = check_attention(jax.jit(attention), batch, scale=scale, seed=seed,
                                  mask_terms=mask_terms(is_causal, window),
@@ -427,12 +440,10 @@ def sharded_mosaic_case(seed: int, platform: str = "cpu") -> str | None:
     keys) or the Triton one (64), either dQ mode, checked against kvax-testing's float64
     reference with its baseline-tied bound. On Hopper GPUs each shard runs the Mosaic forward;
     `sharded` (float32, head dim 16) reaches only the Triton kernels there."""
-    import jax
     import jax.numpy as jnp
 
-    from kvax._src.attention.backends import kernel_logit_error
     from kvax.utils import FlashAttentionParamsConfig
-    from kvax_testing import check_attention, mask_terms, packed_batch, soft_cap
+    from kvax_testing import packed_batch
 
     r = np.random.default_rng(seed)
     drawn = _draw_mesh(r, platform)
@@ -463,21 +474,13 @@ def sharded_mosaic_case(seed: int, platform: str = "cpu") -> str | None:
                    logits_soft_cap=cap, return_residual=residual, **variant)
     sharded = _on_mesh(mesh, kv_sharded, permute, variant, options)
 
-    on_gpu = platform == "gpu"
-    shown = (f"mesh {d}x{c}x{m} N{n_heads}K{k_heads} H{h} {dtype} kv heads "
-             f"sharded={kv_sharded} S={kv_len} docs={docs} dkdv keys={bwd.kv_block_size} "
-             f"deterministic={deterministic} {variant} cap={cap} sinks={sinks is not None} "
-             f"residual={residual} permute={permute}")
-    with _shown_on_error(shown):
-        report = check_attention(jax.jit(sharded), batch, scale=scale, seed=seed,
-                                 mask_terms=mask_terms(is_causal, window),
-                                 logits_fn=None if cap is None else soft_cap(cap), sinks=sinks,
-                                 residual=residual,
-                                 logit_error=kernel_logit_error(cap, dtype) if on_gpu else 0.0)
-        kernels = _kernels(sharded, batch, sinks) if on_gpu else ""
-    if report.ok:
-        return Passed(kernels) if kernels else None
-    return f"{kernels} {shown}\n{report}"
+    return _checked(sharded, batch, seed=seed, scale=scale, is_causal=is_causal, window=window,
+                    cap=cap, sinks=sinks, residual=residual, on_gpu=platform == "gpu",
+                    shown=f"mesh {d}x{c}x{m} N{n_heads}K{k_heads} H{h} {dtype} kv heads "
+                          f"sharded={kv_sharded} S={kv_len} docs={docs} dkdv keys="
+                          f"{bwd.kv_block_size} deterministic={deterministic} {variant} "
+                          f"cap={cap} sinks={sinks is not None} residual={residual} "
+                          f"permute={permute}")
 
 
 CASES = {"variants": variants_case, "mosaic": mosaic_case, "jax_nn": jax_nn_case,
