@@ -5,6 +5,7 @@ tools/bench.py --first-call measures cold and warm first calls in fresh processe
 import dataclasses
 import json
 import os
+import re
 
 import pytest
 
@@ -48,10 +49,11 @@ class FakeCall:
 class FakeJaxTriton:
     """jax-triton's get_or_create_triton_kernel and compile step, counting real builds; its
     compile is wrapped as install() wraps it, and TMA kernels report a scratch buffer and warp
-    specialisation two more warps, as Triton's metadata does."""
+    specialisation two more warps, as Triton's metadata does. A source "needs A + B a stage"
+    builds to A + B x num_stages bytes of shared memory."""
 
     def __init__(self, monkeypatch):
-        self.built = []
+        self.built, self.stages = [], []
         self.lib = cache.KernelLib(FakeLib())
         self.compile = cache.capturing(self._their_compile, lambda ptx, name, shared:
                                        Result(ptx, name, shared))
@@ -60,16 +62,20 @@ class FakeJaxTriton:
     def _their_compile(self, ttir, backend, options, cc, platform):
         return Result(f"ptx of {ttir}", "their_kernel", 1)
 
-    def _our_compile(self, ttir, backend, options, cc):
+    def _our_compile(self, ttir, backend, stages, cc):
         tma = "tma" in ttir
         cubin = None if "no ptxas" in ttir else b"\x7fELF cubin of " + ttir.encode()
-        return dict(ptx=f"ptx of {ttir}", name="kvax_fwd", shared=1234,
+        needs = re.match(r"needs (\d+) \+ (\d+) a stage", ttir)
+        shared = int(needs[1]) + int(needs[2]) * stages if needs else 1234
+        return dict(ptx=f"ptx of {ttir}", name="kvax_fwd", shared=shared,
                     total_warps=10 if tma else 8, scratch=128 if tma else 0, scratch_align=128,
                     cubin=cubin)
 
     def get_or_create(self, backend_init_func, platform, fn, arg_dtypes, scalar_args, **kw):
         self.built.append(fn.source)
-        result = self.compile(fn.source, None, "options", 90, platform)
+        stages = kw.get("num_stages") or 3  # jax-triton's default
+        self.stages.append(stages)
+        result = self.compile(fn.source, None, stages, 90, platform)
         kernel = self.lib.TritonKernel(result.name, kw["num_warps"], 1, result.shared_mem_bytes,
                                        result.binary, fn.source, 90)
         return kernel, {(0,): [["tt.divisibility", 16]]}
@@ -80,13 +86,14 @@ class Kernel:
 
     def __init__(self, source):
         self.source = self.cache_key = source
+        self.__name__ = "_fwd_kernel"  # a Triton JITFunction's name
 
     def __hash__(self):
         return hash(self.source)
 
 
-def build(jt, fn, num_warps=8):
-    get = cache.cached(jt.get_or_create, jt.lib._lib.TritonKernel, lambda: 90)
+def build(jt, fn, num_warps=8, cc=90):
+    get = cache.cached(jt.get_or_create, jt.lib._lib.TritonKernel, lambda: cc)
     return get(None, "cuda", fn, ["*bf16", "i32"], [(1, "i32", 7)], num_warps=num_warps,
                num_stages=3, num_ctas=1, compute_capability=None, enable_fp_fusion=True,
                metaparams={"BLOCK": 64}, dump=False)
@@ -145,6 +152,28 @@ def test_other_kernels_and_bad_entries(monkeypatch, tmp_path):
     build(jt, Kernel("module 4"))
     build(FakeJaxTriton(monkeypatch), Kernel("module 4"))
     assert len(os.listdir(tmp_path)) == 1  # only the bad entry written above
+
+
+def test_kernels_over_shared_memory_take_fewer_stages(monkeypatch, tmp_path):
+    """A build over its GPU's shared memory a program (232448 bytes on compute capability 9.0,
+    101376 on 8.9) is built again with one stage fewer until it fits, once: a second process
+    reads both entries from the disk and builds nothing. Where one stage does not fit, a
+    ValueError names the kernel, the bytes and the limit; an unknown GPU is not checked."""
+    monkeypatch.setenv("KVAX_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(cache, "refitted", [])
+    source = "needs 40000 + 30000 a stage"  # 130000 bytes at 3 stages, 100000 at 2
+    first = FakeJaxTriton(monkeypatch)
+    build(first, Kernel(source))  # fits an H100 at the 3 stages asked
+    kernel = build(first, Kernel(source), cc=89)
+    assert first.stages == [3, 3, 2] and cache.refitted == [("_fwd_kernel", 3, 2)]
+    second = FakeJaxTriton(monkeypatch)
+    assert build(second, Kernel(source), cc=89) == kernel and second.built == []
+    message = (r"_fwd_kernel with tiles \{'BLOCK': 64\} needs 250000 bytes of shared memory at 1 "
+               r"stage\(s\); one program of this GPU \(compute capability 9.0\) may take 232448:"
+               r" pass smaller query_block_size/kv_block_size in fwd_params/bwd_params")
+    with pytest.raises(ValueError, match=message):
+        build(first, Kernel("needs 200000 + 50000 a stage"))
+    build(first, Kernel("needs 200000 + 50000 a stage"), cc=999)  # unknown: launched as asked
 
 
 def test_tma_scratch_and_real_warps_reach_the_kernel(monkeypatch, tmp_path):

@@ -55,8 +55,17 @@ def is_hopper(device_kind: str) -> bool:
     return any(name in device_kind for name in _HOPPER)
 
 
-def shared_memory_bytes(device_kind: str) -> int | None:
-    """Shared memory one program may use on this device kind (None: unknown, not checked)."""
+# Shared memory one program (thread block) may take, by compute capability: what an SM has less
+# what the driver keeps per block (NVIDIA's architecture traits in cccl, cuda/__device/arch_traits.h)
+SHARED_MEMORY_BY_CAPABILITY = {70: 98304, 75: 65536, 80: 166912, 86: 101376, 89: 101376,
+                               90: 232448, 100: 232448, 103: 232448, 110: 232448, 120: 101376}
+
+
+def shared_memory_bytes(device_kind: str, capability: int | None = None) -> int | None:
+    """Shared memory one program may use: by compute capability where given (89 for 8.9), else by
+    device kind (Hopper, A100); None: unknown, not checked."""
+    if capability in SHARED_MEMORY_BY_CAPABILITY:
+        return SHARED_MEMORY_BY_CAPABILITY[capability]
     if is_hopper(device_kind):
         return 232448
     if "A100" in device_kind or "A800" in device_kind:
@@ -78,3 +87,15 @@ def current_device_kind() -> str:
     import jax
 
     return jax.devices()[0].device_kind
+
+
+def current_compute_capability() -> int | None:
+    """The compute capability of JAX's default device as an int (89 for "8.9"); None off CUDA."""
+    import jax
+
+    value = getattr(jax.devices()[0], "compute_capability", None)
+    try:
+        major, minor = str(value).split(".")
+        return int(major) * 10 + int(minor)
+    except ValueError:
+        return None

@@ -28,6 +28,13 @@ it the launch gets too few threads). Here, for kernels launched through kvax
   the launch carries it as jaxlib's `TritonKernel.module_image` (`with_module_image`), which
   jaxlib loads instead of compiling. Where that ptxas is missing or fails, the kernel launches
   as before.
+- Shared memory: a built kernel that takes more shared memory than one program of its GPU may
+  (`config.SHARED_MEMORY_BY_CAPABILITY`) is built again with one pipeline stage fewer until it
+  fits, which changes the speed, never the result; where one stage does not fit, a ValueError
+  says so at the lowering, before anything launches. Without this, jaxlib's launch failed
+  ("Shared memory requested exceeds device resources"): on GPUs with 99 KiB a program, the
+  default backward at head dim 128 took 107520 bytes at 3 stages. On Hopper the launchers'
+  model (triton_common.fit_stages) already asks for stages that fit, without a build to spare.
 - Built ahead: jax-triton builds each kernel as the step lowers, one after another. A launch
   traced on a GPU starts its kernel's build in a thread (`build_ahead`), and the Triton
   backend's forward under differentiation has its backward lowered in one (`lower_ahead`,
@@ -60,6 +67,7 @@ _registered: set = set()  # kernels launched through kvax (triton_common.launch)
 _local = threading.local()  # what the kernel being built in this thread compiled to
 _images: dict = {}  # id(jaxlib kernel) -> (kernel, cubin, name, shared): launched with its cubin
 obtained: list = []  # (kernel, thread) for each of our kernels built or read from the disk
+refitted: list = []  # (kernel, stages asked, stages taken) where the asked ones did not fit
 _ahead: set = set()  # the calls lowered ahead in this process (lower_ahead's `about`)
 _threads: list = []  # the threads lowering them
 ahead_errors: list = []  # (about, error) of each lowering ahead that failed
@@ -355,12 +363,30 @@ def remember_image(kernel, entry: dict) -> None:
         _images[id(kernel)] = (kernel, cubin, entry["name"], int(entry["shared"]))
 
 
+def shared_limit(compute_capability: int) -> int | None:
+    """Shared memory one program may take on GPUs of this compute capability (None: unknown)."""
+    from kvax._src.config import SHARED_MEMORY_BY_CAPABILITY
+
+    return SHARED_MEMORY_BY_CAPABILITY.get(compute_capability)
+
+
+def too_large(fn, kw: dict, shared: int, limit: int, cc: int) -> ValueError:
+    tiles = {k: v for k, v in sorted(dict(kw.get("metaparams") or {}).items())
+             if "BLOCK" in k or k in ("H", "HV")}
+    return ValueError(
+        f"kvax's {getattr(fn, '__name__', fn)} with tiles {tiles} needs {shared} bytes of shared "
+        f"memory at {kw.get('num_stages')} stage(s); one program of this GPU (compute capability "
+        f"{cc // 10}.{cc % 10}) may take {limit}: pass smaller query_block_size/kv_block_size "
+        f"in fwd_params/bwd_params")
+
+
 def cached(get_or_create, make_kernel, compute_capability_of):
     """jax-triton's get_or_create_triton_kernel(backend_init_func, platform, fn, arg_dtypes,
     scalar_args, *, num_warps, num_stages, num_ctas, compute_capability, enable_fp_fusion,
     metaparams, dump) -> (kernel, attrs), with the launch layer and the disk cache for our
     kernels. make_kernel(name, num_warps, num_ctas, shared, ptx, ttir, cc, **extra) builds
-    jaxlib's kernel."""
+    jaxlib's kernel. A kernel over the GPU's shared memory is built with fewer stages
+    (`fitted`)."""
     memory: dict = {}  # key -> (kernel, attrs)
     building: dict = {}  # key -> threading.Event, set once the thread building it is done
     lock = threading.Lock()
@@ -388,21 +414,41 @@ def cached(get_or_create, make_kernel, compute_capability_of):
                     attrs=[[list(i), a] for i, a in attrs.items()],
                     cubin=base64.b64encode(cubin).decode() if cubin else None))
             remember_image(kernel, captured)
-            return kernel, attrs
+            return kernel, attrs, captured.get("shared")
         warps, extra = launch_kwargs(entry, entry["num_warps"])
         kernel = make_kernel(entry["name"], warps, entry["num_ctas"], entry["shared"],
                              entry["ptx"], entry["ttir"], entry["cc"], **extra)
         remember_image(kernel, entry)
-        return kernel, {tuple(i): a for i, a in entry["attrs"]}
+        return kernel, {tuple(i): a for i, a in entry["attrs"]}, entry["shared"]
+
+    def key_of(fn, arg_dtypes, scalar_args, cc, kw) -> str:
+        return entry_key(fn.cache_key, list(arg_dtypes), list(scalar_args), cc, ptxas_path(cc),
+                         sorted((k, v) for k, v in kw.items() if k not in ("metaparams",
+                                                                           "compute_capability")),
+                         sorted(dict(kw.get("metaparams") or {}).items()))
+
+    def fitted(key, cc, backend_init_func, platform, fn, arg_dtypes, scalar_args, **kw):
+        """read_or_build, again with one stage fewer while the kernel takes more shared memory
+        than one program of this GPU may; a ValueError where one stage is too many."""
+        limit, asked = shared_limit(cc), kw.get("num_stages")
+        while True:
+            kernel, attrs, shared = read_or_build(key, cc, backend_init_func, platform, fn,
+                                                  arg_dtypes, scalar_args, **kw)
+            if limit is None or shared is None or shared <= limit:
+                if kw.get("num_stages") != asked:
+                    refitted.append((getattr(fn, "__name__", repr(fn)), asked,
+                                     kw.get("num_stages")))
+                return kernel, attrs
+            if not kw.get("num_stages") or kw["num_stages"] <= 1:
+                raise too_large(fn, kw, shared, limit, cc)
+            kw = dict(kw, num_stages=kw["num_stages"] - 1)
+            key = key_of(fn, arg_dtypes, scalar_args, cc, kw)
 
     def get_or_create_kernel(backend_init_func, platform, fn, arg_dtypes, scalar_args, **kw):
         if not ours(fn) or platform != "cuda":
             return get_or_create(backend_init_func, platform, fn, arg_dtypes, scalar_args, **kw)
         cc = kw.get("compute_capability") or compute_capability_of()
-        key = entry_key(fn.cache_key, list(arg_dtypes), list(scalar_args), cc, ptxas_path(cc),
-                        sorted((k, v) for k, v in kw.items() if k not in ("metaparams",
-                                                                          "compute_capability")),
-                        sorted(dict(kw.get("metaparams") or {}).items()))
+        key = key_of(fn, arg_dtypes, scalar_args, cc, kw)
         while True:  # one thread builds a kernel; others asking for it meanwhile wait for it
             with lock:
                 if key in memory:
@@ -417,8 +463,8 @@ def cached(get_or_create, make_kernel, compute_capability_of):
                 done = None
                 break
         try:
-            memory[key] = read_or_build(key, cc, backend_init_func, platform, fn, arg_dtypes,
-                                        scalar_args, **kw)
+            memory[key] = fitted(key, cc, backend_init_func, platform, fn, arg_dtypes,
+                                 scalar_args, **kw)
             obtained.append((getattr(fn, "__name__", repr(fn)), threading.current_thread().name))
             return memory[key]
         finally:
