@@ -256,6 +256,45 @@ def test_large_blocks_fit_shared_memory(blocks, stages, backend):
     assert report.ok, f"{blocks} {stages}\n{report}"
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype,h", [("bfloat16", 128), ("bfloat16", 256), ("float32", 64),
+                                     ("float32", 128)])
+def test_builds_over_shared_memory_take_fewer_stages(monkeypatch, dtype, h):
+    """This GPU made to look like one with 99 KiB a program (RTX 30/40/50, A10, L4, L40S: its
+    compute capability's entry set to 101376 bytes): the defaults off Hopper (64x64, 4 warps, 3
+    stages) take the smaller tiles the launchers choose there, and each kernel whose build is
+    over the limit is built again with fewer stages (triton_launch.fitted), with the right
+    result. Before, the backward at head dim 128 failed at launch on those GPUs (107520 bytes
+    at 3 stages on 8.6). Where one stage does not fit, a ValueError comes before the launch."""
+    from kvax._src import config
+    from kvax._src.attention import triton_launch
+
+    capability = config.current_compute_capability()
+    monkeypatch.setitem(config.SHARED_MEMORY_BY_CAPABILITY, capability, 101376)
+    monkeypatch.setattr(triton_launch, "refitted", [])
+    seed = int(np.random.SeedSequence().entropy % 2**31)
+    batch = packed_batch(seed, batch=1, kv_len=611 + h // 64, num_heads=4, num_kv_heads=2,
+                         head_dim=h, dtype=dtype, num_docs=(2, 4), pad_tokens=(1, 30),
+                         poison_padding=True)
+    params = FlashAttentionParamsConfig(64, 64, num_warps=4, num_stages=3)
+    scale = h ** -0.5
+
+    def fn(q, k, v, *layout):
+        return flash_attention(q, k, v, *layout, scale=scale, fwd_params=params,
+                               bwd_params=params, backend="triton")
+
+    report = check_attention(jax.jit(fn), batch, scale=scale, seed=seed)
+    assert report.ok, f"seed={seed}\n{report}"
+    if (dtype, h) in (("bfloat16", 128), ("float32", 64)):  # over at 3 stages on sm_86 and 90
+        assert [stages for name, asked, stages in triton_launch.refitted
+                if name == "_bwd_kernel" and asked == 3] in ([2], [1])
+    monkeypatch.setitem(config.SHARED_MEMORY_BY_CAPABILITY, capability, 30000)
+    other = packed_batch(seed, batch=1, kv_len=600, num_heads=4, num_kv_heads=2, head_dim=h,
+                         dtype=dtype, num_docs=2)  # another shape: kernels not yet built
+    with pytest.raises(ValueError, match=r"shared memory at 1 stage.*may take 30000"):
+        jax.jit(fn).lower(other.query, other.key, other.value, *other.layout.arrays)
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_float32_large_logits(backend):
     """float32 with logits up to ~100 (queries x4 and x10): the checker's float32 softmax term

@@ -17,9 +17,10 @@ POINTERS_I32 = ("QPOS", "QSEG", "KPOS", "KSEG", "LO", "HI", "LF", "UF", "KV_LO",
 POINTERS_F32 = ("LSE", "DELTA", "SCALE", "SINKS")
 
 
-def compile_for_hopper(kernel, dtype, constants, num_warps, num_stages):
-    """Compile as jax-triton does: runtime arguments in kernel order, then the constexprs in the
-    order the launcher passes them (tc.ordered_constants), read by position."""
+def compile_for_hopper(kernel, dtype, constants, num_warps, num_stages, capability=90):
+    """Compile as jax-triton does (for sm_90 unless another compute capability is given):
+    runtime arguments in kernel order, then the constexprs in the order the launcher passes
+    them (tc.ordered_constants), read by position."""
     elem = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}[dtype]
     constants = tc.ordered_constants(kernel, constants)
     signature = {}
@@ -39,23 +40,25 @@ def compile_for_hopper(kernel, dtype, constants, num_warps, num_stages):
     aligned = [(kernel.arg_names.index(n),) for n, ty in signature.items() if ty.startswith("*")]
     attrs = {i: [["tt.divisibility", 16]] for i in aligned}
     source = ASTSource(fn=kernel, signature=signature, constexprs=dict(constants), attrs=attrs)
-    return triton.compile(source, target=GPUTarget("cuda", 90, 32),
+    return triton.compile(source, target=GPUTarget("cuda", capability, 32),
                           options=dict(num_warps=num_warps, num_stages=num_stages))
 
 
-def launch_constants(kind, dtype, h, hv, params):
-    """The constexprs and stages the launchers pass on an H100 (8 query heads, 2 kv heads)."""
+def launch_constants(kind, dtype, h, hv, params, device_kind=H100, capability=None):
+    """The constexprs and stages the launchers pass on an H100, or another GPU (8 query heads, 2
+    kv heads)."""
     consts = dict(N=8, G=4, **tc.common_constants(dtype, h, hv, sequential=False))
+    where = dict(device_kind=device_kind, capability=capability)
     if kind == "fwd":
         tiles = tc.forward_tiles(dtype, h, hv, (params.query_block_size, params.kv_block_size),
-                                 params, H100)
+                                 params, **where)
         consts.update(BLOCK_M=tiles["BLOCK_M_TILE"], BLOCK_N=tiles["BLOCK_N_TILE"],
                       ROW_RATIO=tiles["ROW_RATIO"], COL_RATIO=tiles["COL_RATIO"], TMA=False,
                       HAS_SINKS=False, FIXED_M=None)
         return consts, tiles["num_stages"]
     kv, qt, stages = tc.backward_tiles(dtype, h, hv, (params.kv_block_size,
                                                       params.query_block_size),
-                                       params.dq_blocks, params, H100)
+                                       params.dq_blocks, params, **where)
     consts.update(KH=2, KV_BLOCK_Q=kv["BLOCK_N_TILE"], KV_BLOCK_K=kv["BLOCK_M_TILE"],
                   KV_ROW_RATIO=kv["ROW_RATIO"], KV_COL_RATIO=kv["COL_RATIO"],
                   Q_BLOCK_Q=qt["BLOCK_M_TILE"], Q_BLOCK_K=qt["BLOCK_N_TILE"],
@@ -180,6 +183,29 @@ def test_stages_fit_shared_memory(kind, dtype, h, hv, config):
                                 device_kind=H100)["num_stages"]
     if stages < requested:
         assert shared_model(kind, dtype, h, hv, params, stages + 1) > H100_SHARED_BYTES
+
+
+@pytest.mark.parametrize("capability", [80, 86])
+@pytest.mark.parametrize("kind,dtype,h,capped", [
+    (kind, dtype, h, False) for kind in ("fwd", "bwd") for dtype in ("bfloat16", "float32")
+    for h in (64, 128, 256)] + [("bwd", "bfloat16", 128, True)])
+def test_default_tiles_fit_smaller_gpus(capability, kind, dtype, h, capped):
+    """The default params off Hopper (64x64, 4 warps, 3 stages) as the launchers tile them for
+    an A100 (8.0, 163 KiB a program) and for the 99 KiB GPUs (8.6 here; 8.9 and 12.0 built the
+    same sizes), built for that GPU at one stage, fit its shared memory: the launch layer, which
+    takes stages away until a build fits (triton_launch), then always finds one. With 32 KiB
+    tiles the 8.6 backward took 147456 bytes at one stage at head dim 256, and 147456 in
+    float32 at head dim 128 (docs/bench/cpu-2026-11-30-shared-cc)."""
+    from kvax._src.attention.variant import make_variant
+    from kvax._src.config import SHARED_MEMORY_BY_CAPABILITY
+
+    params = default_params("NVIDIA GeForce RTX 3090", backward=kind == "bwd")
+    assert (params.query_block_size, params.kv_block_size, params.num_stages) == (64, 64, 3)
+    consts, _ = launch_constants(kind, dtype, h, h, params, "a GPU", capability)
+    if capped:
+        consts.update(tc.common_constants(dtype, h, h, False, make_variant(True, None), 30.0))
+    kernel = compile_for_hopper(KERNELS[kind], dtype, consts, params.num_warps, 1, capability)
+    assert kernel.metadata.shared <= SHARED_MEMORY_BY_CAPABILITY[capability]
 
 
 def test_stages_error_where_one_does_not_fit():

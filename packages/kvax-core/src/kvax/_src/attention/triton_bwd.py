@@ -12,7 +12,7 @@ import triton.language as tl
 
 from kvax._src.attention import triton_common as tc
 from kvax._src.attention.mask import AttentionMask
-from kvax._src.config import current_device_kind
+from kvax._src.config import current_compute_capability, current_device_kind
 
 
 @triton.jit
@@ -261,7 +261,8 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
     # dK/dV rows are key tiles over query columns; dQ rows are query tiles over key columns
     kv_tiles, q_tiles, stages = tc.backward_tiles(
         q.dtype, h, hv, (dkdv_mask.row_block, dkdv_mask.col_block),
-        (dq_mask.row_block, dq_mask.col_block), params, current_device_kind())
+        (dq_mask.row_block, dq_mask.col_block), params, current_device_kind(),
+        current_compute_capability())
     kv_nt = -(-s_len // kv_tiles["BLOCK_M_TILE"])
     q_nt = -(-t // q_tiles["BLOCK_M_TILE"])
     group = n // num_kv

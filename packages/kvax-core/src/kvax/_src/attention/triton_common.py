@@ -185,19 +185,25 @@ def scale_array(scale) -> jax.Array:
 
 
 def choose_tiles(dtype, head_dim: int, value_head_dim: int, row_block: int, col_block: int,
-                 num_stages: int, *, forward: bool = False, device_kind: str = "") -> dict:
+                 num_stages: int, *, forward: bool = False, device_kind: str = "",
+                 capability: int | None = None) -> dict:
     """Kernel tiles that divide the mask's blocks and fit shared memory and registers.
 
     A mask block may be split into several tiles (each inherits its block's class), so masks built
     with the default 128x128 blocks serve float32 and head dims up to 256 too. Tiles hold at most
-    32 KiB of one operand: 128 rows of 16-bit head dim 128, fewer for float32 or head dim 256.
+    32 KiB of one operand: 128 rows of 16-bit head dim 128, fewer for float32 or head dim 256;
+    16 KiB on GPUs that give a program less than 160 KiB of shared memory (99 KiB on compute
+    capabilities 8.6, 8.9 and 12.0: RTX 30/40/50, A10, A40, L4, L40S), where the backward's
+    32 KiB tiles took more than that even at one stage (head dim 256, float32).
     On Hopper the forward kernel visits 128-key blocks as two 64-key tiles pipelined one stage
     deeper (num_stages + 1, at most 6): measured faster on an H100 than 128-key tiles with the same
     shared memory, and since the masked tiles share one loop, 3-7% faster than two stages deeper
     on document masks (docs/bench/h100-2026-11-22/tuning.md).
     """
     width = max(next_pow2(head_dim), next_pow2(value_head_dim)) * jnp.dtype(dtype).itemsize
-    cap = max(16, min(128, (32 * 1024) // width))
+    limit = shared_memory_bytes(device_kind, capability)
+    tile_bytes = 16 * 1024 if limit is not None and limit < 160 * 1024 else 32 * 1024
+    cap = max(16, min(128, tile_bytes // width))
     tile_row, tile_col = min(row_block, cap), min(col_block, cap)
     stages = num_stages if width <= 256 else min(num_stages, 2)
     if forward and is_hopper(device_kind) and tile_row == 128 and tile_col == 128:
@@ -260,22 +266,26 @@ def fit_stages(need, stages: int, device_kind: str, what: str) -> int:
 
 
 def forward_tiles(dtype, head_dim: int, value_head_dim: int, blocks: tuple[int, int], params,
-                  device_kind: str) -> dict:
+                  device_kind: str, capability: int | None = None) -> dict:
     """choose_tiles for the forward kernel over mask blocks (rows, columns), its num_stages fit
     to the device's shared memory (fit_stages)."""
     tiles = choose_tiles(dtype, head_dim, value_head_dim, *blocks, params.num_stages,
-                         forward=True, device_kind=device_kind)
+                         forward=True, device_kind=device_kind, capability=capability)
     stages = fit_stages(lambda n: forward_shared_memory(dtype, head_dim, value_head_dim, tiles, n),
                         tiles["num_stages"], device_kind, f"fwd_params={params}")
     return dict(tiles, num_stages=stages)
 
 
 def backward_tiles(dtype, head_dim: int, value_head_dim: int, dkdv_blocks: tuple[int, int],
-                   dq_blocks: tuple[int, int], params, device_kind: str) -> tuple[dict, dict, int]:
+                   dq_blocks: tuple[int, int], params, device_kind: str,
+                   capability: int | None = None) -> tuple[dict, dict, int]:
     """(dK/dV tiles, dQ tiles, stages) for the backward kernel over its two masks' blocks: the
     stages both kinds of program take, fit to the device's shared memory (fit_stages)."""
-    kv_tiles = choose_tiles(dtype, head_dim, value_head_dim, *dkdv_blocks, params.num_stages)
-    q_tiles = choose_tiles(dtype, head_dim, value_head_dim, *dq_blocks, params.num_stages)
+    where = dict(device_kind=device_kind, capability=capability)
+    kv_tiles = choose_tiles(dtype, head_dim, value_head_dim, *dkdv_blocks, params.num_stages,
+                            **where)
+    q_tiles = choose_tiles(dtype, head_dim, value_head_dim, *dq_blocks, params.num_stages,
+                           **where)
     stages = fit_stages(
         lambda n: backward_shared_memory(dtype, head_dim, value_head_dim, kv_tiles, q_tiles, n),
         min(kv_tiles["num_stages"], q_tiles["num_stages"]), device_kind, f"bwd_params={params}")

@@ -11,7 +11,7 @@ import triton.language as tl
 from kvax._src.attention import triton_common as tc
 from kvax._src.attention.blockwise import capped_reference
 from kvax._src.attention.mask import AttentionMask
-from kvax._src.config import current_device_kind
+from kvax._src.config import current_compute_capability, current_device_kind
 
 
 @triton.jit
@@ -182,8 +182,8 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
     b, t, n, h = q.shape
     s_len, num_kv, hv = k.shape[1], k.shape[2], v.shape[3]
     r = mask.lower_bounds.shape[1]
-    kind = current_device_kind()
-    tiles = tc.forward_tiles(q.dtype, h, hv, (mask.row_block, mask.col_block), params, kind)
+    tiles = tc.forward_tiles(q.dtype, h, hv, (mask.row_block, mask.col_block), params,
+                             current_device_kind(), current_compute_capability())
     num_tiles = -(-t // tiles["BLOCK_M_TILE"])
     out_shapes = [tc.shape_dtype((b, t, n, hv), q.dtype), tc.shape_dtype((b, n, t), "float32")]
     out, lse = tc.launch(
