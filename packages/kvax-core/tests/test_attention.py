@@ -265,7 +265,7 @@ def test_builds_over_shared_memory_take_fewer_stages(monkeypatch, dtype, h):
     stages) take the smaller tiles the launchers choose there, and each kernel whose build is
     over the limit is built again with fewer stages (triton_launch.fitted), with the right
     result. Before, the backward at head dim 128 failed at launch on those GPUs (107520 bytes
-    at 3 stages on 8.6). Where one stage does not fit, a ValueError comes before the launch."""
+    at 3 stages on 8.6)."""
     from kvax._src import config
     from kvax._src.attention import triton_launch
 
@@ -288,10 +288,28 @@ def test_builds_over_shared_memory_take_fewer_stages(monkeypatch, dtype, h):
     if (dtype, h) in (("bfloat16", 128), ("float32", 64)):  # over at 3 stages on sm_86 and 90
         assert [stages for name, asked, stages in triton_launch.refitted
                 if name == "_bwd_kernel" and asked == 3] in ([2], [1])
-    # a kernel not built yet (kernels are built once per process for any shape: 8 warps here)
-    params = FlashAttentionParamsConfig(64, 64, num_warps=8, num_stages=3)
+
+
+@pytest.mark.gpu
+def test_a_build_over_shared_memory_at_one_stage_is_an_error(monkeypatch):
+    """Where a kernel takes more shared memory than the GPU gives a program even at one stage
+    (the limit lowered to 30000 bytes here), the lowering raises a ValueError naming the kernel,
+    its bytes and the limit, before anything launches."""
+    from kvax._src import config
+
+    capability = config.current_compute_capability()
     monkeypatch.setitem(config.SHARED_MEMORY_BY_CAPABILITY, capability, 30000)
-    with pytest.raises(ValueError, match=r"shared memory at 1 stage.*may take 30000"):
+    batch = packed_batch(int(np.random.SeedSequence().entropy % 2**31), batch=1, kv_len=300,
+                         num_heads=2, num_kv_heads=1, head_dim=128, dtype="bfloat16",
+                         num_docs=2)
+    # kernels are built once per process for any shape: 2 warps, which no other test asks for
+    params = FlashAttentionParamsConfig(64, 64, num_warps=2, num_stages=3)
+
+    def fn(q, k, v, *layout):
+        return flash_attention(q, k, v, *layout, fwd_params=params, backend="triton")
+
+    with pytest.raises(ValueError, match=r"_fwd_kernel .* needs \d+ bytes of shared memory at 1 "
+                                         r"stage.*may take 30000: pass smaller"):
         jax.jit(fn).lower(batch.query, batch.key, batch.value, *batch.layout.arrays)
 
 
