@@ -194,7 +194,8 @@ def choose_tiles(dtype, head_dim: int, value_head_dim: int, row_block: int, col_
     32 KiB of one operand: 128 rows of 16-bit head dim 128, fewer for float32 or head dim 256;
     16 KiB on GPUs that give a program less than 160 KiB of shared memory (99 KiB on compute
     capabilities 8.6, 8.9 and 12.0: RTX 30/40/50, A10, A40, L4, L40S), where the backward's
-    32 KiB tiles took more than that even at one stage (head dim 256, float32).
+    32 KiB tiles took more than that even at one stage (head dim 256, float32), and 8 KiB
+    below 96 KiB (64 KiB on 7.5: T4, RTX 20).
     On Hopper the forward kernel visits 128-key blocks as two 64-key tiles pipelined one stage
     deeper (num_stages + 1, at most 6): measured faster on an H100 than 128-key tiles with the same
     shared memory, and since the masked tiles share one loop, 3-7% faster than two stages deeper
@@ -202,7 +203,11 @@ def choose_tiles(dtype, head_dim: int, value_head_dim: int, row_block: int, col_
     """
     width = max(next_pow2(head_dim), next_pow2(value_head_dim)) * jnp.dtype(dtype).itemsize
     limit = shared_memory_bytes(device_kind, capability)
-    tile_bytes = 16 * 1024 if limit is not None and limit < 160 * 1024 else 32 * 1024
+    tile_bytes = 32 * 1024  # (Hopper, A100, and GPUs whose limit is unknown)
+    if limit is not None and limit < 96 * 1024:
+        tile_bytes = 8 * 1024
+    elif limit is not None and limit < 160 * 1024:
+        tile_bytes = 16 * 1024
     cap = max(16, min(128, tile_bytes // width))
     tile_row, tile_col = min(row_block, cap), min(col_block, cap)
     stages = num_stages if width <= 256 else min(num_stages, 2)
