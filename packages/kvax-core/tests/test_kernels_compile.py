@@ -1,6 +1,7 @@
 """Compile the Triton kernels for sm_90 on any machine (no GPU needed): catches kernel errors in CI
 and checks that the tiles the launchers choose fit an H100's shared memory."""
 
+import jax
 import pytest
 
 triton = pytest.importorskip("triton")
@@ -209,6 +210,19 @@ def test_default_tiles_fit_smaller_gpus(capability, kind, dtype, h, capped):
     kernel = compile_for_hopper(KERNELS[kind], dtype, consts, params.num_warps, 1, capability)
     fits = kernel.metadata.shared <= SHARED_MEMORY_BY_CAPABILITY[capability]
     assert fits != ((capability, kind, dtype, h) == (75, "bwd", "float32", 256))
+
+
+def test_shared_memory_by_compute_capability_then_by_name():
+    from kvax._src.config import current_compute_capability, shared_memory_bytes
+
+    assert shared_memory_bytes("NVIDIA GeForce RTX 4090", 89) == 101376
+    assert shared_memory_bytes("Tesla T4", 75) == 65536
+    assert shared_memory_bytes(H100) == shared_memory_bytes("any", 90) == H100_SHARED_BYTES
+    assert shared_memory_bytes("NVIDIA A100-SXM4-80GB") == shared_memory_bytes("any", 80)
+    assert shared_memory_bytes("an unknown GPU") is None
+    assert shared_memory_bytes("a future GPU", 990) is None
+    if jax.default_backend() == "cpu":
+        assert current_compute_capability() is None
 
 
 def test_stages_error_where_one_does_not_fit():

@@ -23,8 +23,9 @@ class FlashAttentionParamsConfig:
     tiles of `query_block_size`; the dQ kernel holds `kv_block_size` queries and visits key tiles of
     `query_block_size`. Larger blocks can be faster but need more registers. `num_stages` is
     the deepest software pipeline the kernels may take: where that many stages of the tiles
-    would not fit a Hopper GPU's shared memory, they take as many as fit
-    (triton_common.fit_stages), which changes the speed, never the result.
+    would not fit the GPU's shared memory, they take as many as fit (on Hopper chosen ahead,
+    triton_common.fit_stages; on every GPU from the built kernel, triton_launch), which changes
+    the speed, never the result.
     """
 
     query_block_size: int = 64
@@ -55,8 +56,8 @@ def is_hopper(device_kind: str) -> bool:
     return any(name in device_kind for name in _HOPPER)
 
 
-# Shared memory one program (thread block) may take, by compute capability: what an SM has less
-# what the driver keeps per block (NVIDIA's architecture traits in cccl, cuda/__device/arch_traits.h)
+# Shared memory one program (thread block) may take, by compute capability: what an SM has, less
+# what the driver keeps per block (NVIDIA's architecture traits: cccl's cuda/__device/arch_traits.h)
 SHARED_MEMORY_BY_CAPABILITY = {70: 98304, 75: 65536, 80: 166912, 86: 101376, 89: 101376,
                                90: 232448, 100: 232448, 103: 232448, 110: 232448, 120: 101376}
 

@@ -257,7 +257,8 @@ def fit_stages(need, stages: int, device_kind: str, what: str) -> int:
     Other kinds keep `stages`: the model was checked against sm_90 builds, and Triton's sm_80
     builds do not follow it (an A100's backward can take more shared memory at one stage than
     at two, above the model; docs/bench/cpu-2026-11-30-shared-sweep), so it would cut stages
-    from A100 defaults that fit."""
+    from A100 defaults that fit; there the launch layer fits the stages to each build
+    (triton_launch)."""
     limit = shared_memory_bytes(device_kind)
     if limit is None or not is_hopper(device_kind):
         return stages
