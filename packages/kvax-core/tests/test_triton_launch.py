@@ -92,11 +92,11 @@ class Kernel:
         return hash(self.source)
 
 
-def build(jt, fn, num_warps=8, cc=90):
+def build(jt, fn, num_warps=8, cc=90, block=64):
     get = cache.cached(jt.get_or_create, jt.lib._lib.TritonKernel, lambda: cc)
     return get(None, "cuda", fn, ["*bf16", "i32"], [(1, "i32", 7)], num_warps=num_warps,
                num_stages=3, num_ctas=1, compute_capability=None, enable_fp_fusion=True,
-               metaparams={"BLOCK": 64}, dump=False)
+               metaparams={"BLOCK": block, "BLOCK_H": 128}, dump=False)
 
 
 def test_cache_dir_from_the_environment(monkeypatch, tmp_path):
@@ -168,11 +168,14 @@ def test_kernels_over_shared_memory_take_fewer_stages(monkeypatch, tmp_path):
     assert first.stages == [3, 3, 2] and cache.refitted == [("_fwd_kernel", 3, 2)]
     second = FakeJaxTriton(monkeypatch)
     assert build(second, Kernel(source), cc=89) == kernel and second.built == []
-    message = (r"_fwd_kernel with tiles \{'BLOCK': 64\} needs 250000 bytes of shared memory at 1 "
-               r"stage\(s\); one program of this GPU \(compute capability 9.0\) may take 232448:"
-               r" pass smaller query_block_size/kv_block_size in fwd_params/bwd_params")
+    message = (r"_fwd_kernel with tiles \{'BLOCK': 64, 'BLOCK_H': 128\} needs 250000 bytes of "
+               r"shared memory at 1 stage\(s\); one program of this GPU \(compute capability "
+               r"9.0\) may take 232448: pass smaller query_block_size/kv_block_size in "
+               r"fwd_params/bwd_params")
     with pytest.raises(ValueError, match=message):
         build(first, Kernel("needs 200000 + 50000 a stage"))
+    with pytest.raises(ValueError, match="smallest there are: use a 16-bit dtype or a smaller"):
+        build(first, Kernel("needs 200000 + 50000 a stage"), block=16)
     build(first, Kernel("needs 200000 + 50000 a stage"), cc=999)  # unknown: launched as asked
 
 

@@ -371,13 +371,16 @@ def shared_limit(compute_capability: int) -> int | None:
 
 
 def too_large(fn, kw: dict, shared: int, limit: int, cc: int) -> ValueError:
-    tiles = {k: v for k, v in sorted(dict(kw.get("metaparams") or {}).items())
-             if "BLOCK" in k or k in ("H", "HV")}
+    metaparams = dict(kw.get("metaparams") or {})
+    tiles = {k: v for k, v in sorted(metaparams.items()) if "BLOCK" in k or k in ("H", "HV")}
+    rows = [v for k, v in metaparams.items() if "BLOCK" in k and not k.startswith("BLOCK_H")]
+    advice = ("pass smaller query_block_size/kv_block_size in fwd_params/bwd_params"
+              if any(v > 16 for v in rows) else
+              "its tiles are the smallest there are: use a 16-bit dtype or a smaller head dim")
     return ValueError(
         f"kvax's {getattr(fn, '__name__', fn)} with tiles {tiles} needs {shared} bytes of shared "
         f"memory at {kw.get('num_stages')} stage(s); one program of this GPU (compute capability "
-        f"{cc // 10}.{cc % 10}) may take {limit}: pass smaller query_block_size/kv_block_size "
-        f"in fwd_params/bwd_params")
+        f"{cc // 10}.{cc % 10}) may take {limit}: {advice}")
 
 
 def cached(get_or_create, make_kernel, compute_capability_of):
