@@ -222,6 +222,9 @@ def test_shared_memory_by_compute_capability_then_by_name():
     assert shared_memory_bytes("NVIDIA A100-SXM4-80GB") == shared_memory_bytes("any", 80)
     assert shared_memory_bytes("an unknown GPU") is None
     assert shared_memory_bytes("a future GPU", 990) is None
+    # a minor version not in the table: the least of its major's entries
+    assert shared_memory_bytes("NVIDIA GB10", 121) == 101376
+    assert shared_memory_bytes("Jetson AGX Orin", 87) == 101376  # it has 166912: never more
     if jax.default_backend() == "cpu":
         assert current_compute_capability() is None
 

@@ -62,11 +62,22 @@ SHARED_MEMORY_BY_CAPABILITY = {70: 98304, 75: 65536, 80: 166912, 86: 101376, 89:
                                90: 232448, 100: 232448, 103: 232448, 110: 232448, 120: 101376}
 
 
-def shared_memory_bytes(device_kind: str, capability: int | None = None) -> int | None:
-    """Shared memory one program may use: by compute capability where given (89 for 8.9), else by
-    device kind (Hopper, A100); None: unknown, not checked."""
+def capability_shared_memory(capability: int | None) -> int | None:
+    """Shared memory one program may take on GPUs of this compute capability (89 for 8.9): the
+    table's entry, else the least entry of its major version (12.1 takes 12.0's), which may be
+    less than the GPU has but never more; None where the major version is unknown."""
     if capability in SHARED_MEMORY_BY_CAPABILITY:
         return SHARED_MEMORY_BY_CAPABILITY[capability]
+    same_major = [v for k, v in SHARED_MEMORY_BY_CAPABILITY.items()
+                  if capability is not None and k // 10 == capability // 10]
+    return min(same_major, default=None)
+
+
+def shared_memory_bytes(device_kind: str, capability: int | None = None) -> int | None:
+    """Shared memory one program may use: by compute capability where given and known
+    (capability_shared_memory), else by device kind (Hopper, A100); None: unknown, not checked."""
+    if capability_shared_memory(capability) is not None:
+        return capability_shared_memory(capability)
     if is_hopper(device_kind):
         return 232448
     if "A100" in device_kind or "A800" in device_kind:

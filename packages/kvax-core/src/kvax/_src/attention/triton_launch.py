@@ -29,7 +29,7 @@ it the launch gets too few threads). Here, for kernels launched through kvax
   jaxlib loads instead of compiling. Where that ptxas is missing or fails, the kernel launches
   as before.
 - Shared memory: a built kernel that takes more shared memory than one program of its GPU may
-  (`config.SHARED_MEMORY_BY_CAPABILITY`) is built again with one pipeline stage fewer until it
+  (`config.capability_shared_memory`) is built again with one pipeline stage fewer until it
   fits, which changes the speed, never the result; where one stage does not fit, a ValueError
   says so at the lowering, before anything launches. Without this, jaxlib's launch failed
   ("Shared memory requested exceeds device resources"): on GPUs with 99 KiB a program, the
@@ -365,9 +365,9 @@ def remember_image(kernel, entry: dict) -> None:
 
 def shared_limit(compute_capability: int) -> int | None:
     """Shared memory one program may take on GPUs of this compute capability (None: unknown)."""
-    from kvax._src.config import SHARED_MEMORY_BY_CAPABILITY
+    from kvax._src.config import capability_shared_memory
 
-    return SHARED_MEMORY_BY_CAPABILITY.get(compute_capability)
+    return capability_shared_memory(compute_capability)
 
 
 def too_large(fn, kw: dict, shared: int, limit: int, cc: int) -> ValueError:
