@@ -76,13 +76,12 @@ def capability_shared_memory(capability: int | None) -> int | None:
 def shared_memory_bytes(device_kind: str, capability: int | None = None) -> int | None:
     """Shared memory one program may use: by compute capability where given and known
     (capability_shared_memory), else by device kind (Hopper, A100); None: unknown, not checked."""
-    if capability_shared_memory(capability) is not None:
-        return capability_shared_memory(capability)
-    if is_hopper(device_kind):
-        return 232448
-    if "A100" in device_kind or "A800" in device_kind:
-        return 166912
-    return None
+    found = capability_shared_memory(capability)
+    if found is None and is_hopper(device_kind):
+        found = SHARED_MEMORY_BY_CAPABILITY[90]
+    elif found is None and ("A100" in device_kind or "A800" in device_kind):
+        found = SHARED_MEMORY_BY_CAPABILITY[80]
+    return found
 
 
 def default_params(device_kind: str, *, backward: bool) -> FlashAttentionParamsConfig:

@@ -58,6 +58,8 @@ import os
 import tempfile
 import threading
 
+from kvax._src.config import capability_shared_memory
+
 _ENV = "KVAX_CACHE_DIR"
 WAIT_S = 120.0  # the longest a lowering waits for another thread's build of the same kernel
 _ENTRY_FORMAT = 2  # 2: entries hold the cubin (earlier ones did not: a new key, rebuilt once)
@@ -363,11 +365,8 @@ def remember_image(kernel, entry: dict) -> None:
         _images[id(kernel)] = (kernel, cubin, entry["name"], int(entry["shared"]))
 
 
-def shared_limit(compute_capability: int) -> int | None:
-    """Shared memory one program may take on GPUs of this compute capability (None: unknown)."""
-    from kvax._src.config import capability_shared_memory
-
-    return capability_shared_memory(compute_capability)
+def kernel_name(fn) -> str:
+    return getattr(fn, "__name__", repr(fn))
 
 
 def too_large(fn, kw: dict, shared: int, limit: int, cc: int) -> ValueError:
@@ -378,7 +377,7 @@ def too_large(fn, kw: dict, shared: int, limit: int, cc: int) -> ValueError:
               if any(v > 16 for v in rows) else
               "its tiles are the smallest there are: use a 16-bit dtype or a smaller head dim")
     return ValueError(
-        f"kvax's {getattr(fn, '__name__', fn)} with tiles {tiles} needs {shared} bytes of shared "
+        f"kvax's {kernel_name(fn)} with tiles {tiles} needs {shared} bytes of shared "
         f"memory at {kw.get('num_stages')} stage(s); one program of this GPU (compute capability "
         f"{cc // 10}.{cc % 10}) may take {limit}: {advice}")
 
@@ -433,14 +432,13 @@ def cached(get_or_create, make_kernel, compute_capability_of):
     def fitted(key, cc, backend_init_func, platform, fn, arg_dtypes, scalar_args, **kw):
         """read_or_build, again with one stage fewer while the kernel takes more shared memory
         than one program of this GPU may; a ValueError where one stage is too many."""
-        limit, asked = shared_limit(cc), kw.get("num_stages")
+        limit, asked = capability_shared_memory(cc), kw.get("num_stages")
         while True:
             kernel, attrs, shared = read_or_build(key, cc, backend_init_func, platform, fn,
                                                   arg_dtypes, scalar_args, **kw)
             if limit is None or shared is None or shared <= limit:
                 if kw.get("num_stages") != asked:
-                    refitted.append((getattr(fn, "__name__", repr(fn)), asked,
-                                     kw.get("num_stages")))
+                    refitted.append((kernel_name(fn), asked, kw.get("num_stages")))
                 return kernel, attrs
             if not kw.get("num_stages") or kw["num_stages"] <= 1:
                 raise too_large(fn, kw, shared, limit, cc)
@@ -468,7 +466,7 @@ def cached(get_or_create, make_kernel, compute_capability_of):
         try:
             memory[key] = fitted(key, cc, backend_init_func, platform, fn, arg_dtypes,
                                  scalar_args, **kw)
-            obtained.append((getattr(fn, "__name__", repr(fn)), threading.current_thread().name))
+            obtained.append((kernel_name(fn), threading.current_thread().name))
             return memory[key]
         finally:
             if done is not None:
