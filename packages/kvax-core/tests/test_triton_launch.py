@@ -179,6 +179,28 @@ def test_kernels_over_shared_memory_take_fewer_stages(monkeypatch, tmp_path):
     build(first, Kernel("needs 200000 + 50000 a stage"), cc=999)  # unknown: launched as asked
 
 
+
+def test_kernels_in_memory_are_fitted_to_the_limit_they_were_asked_under(monkeypatch, tmp_path):
+    """A kernel kept in memory was fitted to one GPU's shared memory; asked again under a lower
+    limit (tests lower the table's entry to play a smaller GPU), it is fitted again, not taken
+    from memory as it was."""
+    from kvax._src import config
+
+    monkeypatch.setenv("KVAX_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(cache, "refitted", [])
+    jt = FakeJaxTriton(monkeypatch)
+    get = cache.cached(jt.get_or_create, jt.lib._lib.TritonKernel, lambda: 90)
+    args = (None, "cuda", Kernel("needs 40000 + 30000 a stage"), ["*bf16", "i32"],
+            [(1, "i32", 7)])
+    kw = dict(num_warps=8, num_stages=3, num_ctas=1, compute_capability=None,
+              enable_fp_fusion=True, metaparams={"BLOCK": 64, "BLOCK_H": 128}, dump=False)
+    first = get(*args, **kw)
+    assert get(*args, **kw) == first and jt.stages == [3]  # from memory
+    monkeypatch.setitem(config.SHARED_MEMORY_BY_CAPABILITY, 90, 101376)
+    get(*args, **kw)
+    assert jt.stages == [3, 2]  # 3 read from the disk (no build), 2 built
+    assert cache.refitted == [("_fwd_kernel", 3, 2)]
+
 def test_tma_scratch_and_real_warps_reach_the_kernel(monkeypatch, tmp_path):
     """A kernel whose build reports a global scratch buffer (TMA descriptors) and more warps
     (warp specialisation) is built with both, freshly compiled and from the disk."""

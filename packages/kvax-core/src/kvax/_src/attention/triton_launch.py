@@ -389,8 +389,8 @@ def cached(get_or_create, make_kernel, compute_capability_of):
     kernels. make_kernel(name, num_warps, num_ctas, shared, ptx, ttir, cc, **extra) builds
     jaxlib's kernel. A kernel over the GPU's shared memory is built with fewer stages
     (`fitted`)."""
-    memory: dict = {}  # key -> (kernel, attrs)
-    building: dict = {}  # key -> threading.Event, set once the thread building it is done
+    memory: dict = {}  # (key, shared memory limit) -> (kernel, attrs)
+    building: dict = {}  # (key, limit) -> threading.Event, set once the thread building it is done
     lock = threading.Lock()
 
     def build(backend_init_func, platform, fn, arg_dtypes, scalar_args, **kw):
@@ -450,13 +450,14 @@ def cached(get_or_create, make_kernel, compute_capability_of):
             return get_or_create(backend_init_func, platform, fn, arg_dtypes, scalar_args, **kw)
         cc = kw.get("compute_capability") or compute_capability_of()
         key = key_of(fn, arg_dtypes, scalar_args, cc, kw)
+        slot = key, capability_shared_memory(cc)  # kept fitted to that limit (tests lower it)
         while True:  # one thread builds a kernel; others asking for it meanwhile wait for it
             with lock:
-                if key in memory:
-                    return memory[key]
-                done = building.get(key)
+                if slot in memory:
+                    return memory[slot]
+                done = building.get(slot)
                 if done is None:
-                    done = building[key] = threading.Event()
+                    done = building[slot] = threading.Event()
                     break
             # then in memory, or its build failed there and is tried again here; a build that
             # takes longer than WAIT_S is not waited for (this one goes ahead on its own)
@@ -464,14 +465,14 @@ def cached(get_or_create, make_kernel, compute_capability_of):
                 done = None
                 break
         try:
-            memory[key] = fitted(key, cc, backend_init_func, platform, fn, arg_dtypes,
-                                 scalar_args, **kw)
+            memory[slot] = fitted(key, cc, backend_init_func, platform, fn, arg_dtypes,
+                                  scalar_args, **kw)
             obtained.append((kernel_name(fn), threading.current_thread().name))
-            return memory[key]
+            return memory[slot]
         finally:
             if done is not None:
                 with lock:
-                    del building[key]
+                    del building[slot]
                 done.set()
 
     return get_or_create_kernel
