@@ -179,7 +179,6 @@ def test_kernels_over_shared_memory_take_fewer_stages(monkeypatch, tmp_path):
     build(first, Kernel("needs 200000 + 50000 a stage"), cc=999)  # unknown: launched as asked
 
 
-
 def test_kernels_in_memory_are_fitted_to_the_limit_they_were_asked_under(monkeypatch, tmp_path):
     """A kernel kept in memory was fitted to one GPU's shared memory; asked again under a lower
     limit (tests lower the table's entry to play a smaller GPU), it is fitted again, not taken
@@ -200,6 +199,7 @@ def test_kernels_in_memory_are_fitted_to_the_limit_they_were_asked_under(monkeyp
     get(*args, **kw)
     assert jt.stages == [3, 2]  # 3 read from the disk (no build), 2 built
     assert cache.refitted == [("_fwd_kernel", 3, 2)]
+
 
 def test_tma_scratch_and_real_warps_reach_the_kernel(monkeypatch, tmp_path):
     """A kernel whose build reports a global scratch buffer (TMA descriptors) and more warps
