@@ -473,3 +473,25 @@ def test_cubin_ab_runs_both_kinds_in_turns(capsys):
     assert [row["kind"] for row in rows] == ["kvax", "jaxlib", "jaxlib", "kvax"]
     assert all(row["images"] == 0 and row["median_ms"] > 0 for row in rows)
     assert "kvax: medians" in capsys.readouterr().out
+
+
+def test_gpu_suite_split_takes_the_latest_times_and_balances(tmp_path):
+    """split_gpu_suite reads each test's time from the latest report that ran it (skips ignored)
+    and deals tests longest first; untimed tests cost the median."""
+    import split_gpu_suite
+
+    def report(name, date, rows):
+        lines = [f"- date: {date}", "", "| test | outcome | time | detail |", "|---|---|---|---|"]
+        lines += [f"| `{test}` | {outcome} | {seconds}s |  |" for test, outcome, seconds in rows]
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+        return str(tmp_path / name)
+
+    new = report("b.md", "2026-11-30T02:00:00+00:00", [("t.py::a", "passed", "50.0"),
+                                                       ("t.py::c", "skipped", "0.1")])
+    old = report("a.md", "2026-11-29T02:00:00+00:00", [("t.py::a", "passed", "10.0"),
+                                                       ("t.py::b", "failed", "30.5"),
+                                                       ("t.py::c", "passed", "20.0")])
+    times = split_gpu_suite.report_times([new, old])
+    assert times == {"t.py::a": 50.0, "t.py::b": 30.5, "t.py::c": 20.0}
+    parts = split_gpu_suite.split(["t.py::a", "t.py::b", "t.py::c", "t.py::d"], times, 2)
+    assert parts == [["t.py::a", "t.py::c"], ["t.py::b", "t.py::d"]]  # d: the median, 30.5
