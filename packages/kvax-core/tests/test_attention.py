@@ -256,6 +256,18 @@ def test_large_blocks_fit_shared_memory(blocks, stages, backend):
     assert report.ok, f"{blocks} {stages}\n{report}"
 
 
+def play_gpu_with_shared_memory(monkeypatch, limit: int) -> None:
+    """This GPU's compute capability given `limit` bytes of shared memory a program, with
+    Hopper's model ahead of the build set aside (triton_common.fit_stages, which reads the same
+    table), as on the non-Hopper GPUs such a limit stands for."""
+    from kvax._src import config
+    from kvax._src.attention import triton_common
+
+    capability = config.current_compute_capability()
+    monkeypatch.setitem(config.SHARED_MEMORY_BY_CAPABILITY, capability, limit)
+    monkeypatch.setattr(triton_common, "fit_stages", lambda need, stages, *args: stages)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype,h", [("bfloat16", 128), ("bfloat16", 256), ("float32", 64),
                                      ("float32", 128)])
@@ -265,14 +277,10 @@ def test_builds_over_shared_memory_take_fewer_stages(monkeypatch, dtype, h):
     stages) take the smaller tiles the launchers choose there, and each kernel whose build is
     over the limit is built again with fewer stages (triton_launch.fitted), with the right
     result. Before, the backward at head dim 128 failed at launch on those GPUs (107520 bytes
-    at 3 stages on 8.6). Hopper's model of shared memory, which fits the stages ahead of the
-    build (triton_common.fit_stages) from the same table, is set aside, as on those GPUs."""
-    from kvax._src import config
-    from kvax._src.attention import triton_common, triton_launch
+    at 3 stages on 8.6)."""
+    from kvax._src.attention import triton_launch
 
-    capability = config.current_compute_capability()
-    monkeypatch.setitem(config.SHARED_MEMORY_BY_CAPABILITY, capability, 101376)
-    monkeypatch.setattr(triton_common, "fit_stages", lambda need, stages, *args: stages)
+    play_gpu_with_shared_memory(monkeypatch, 101376)
     monkeypatch.setattr(triton_launch, "refitted", [])
     seed = int(np.random.SeedSequence().entropy % 2**31)
     batch = packed_batch(seed, batch=1, kv_len=611 + h // 64, num_heads=4, num_kv_heads=2,
@@ -297,14 +305,8 @@ def test_a_build_over_shared_memory_at_one_stage_is_an_error(monkeypatch):
     """Where a kernel takes more shared memory than the GPU gives a program even at one stage
     (the limit lowered to 12288 bytes here, under the 18432 that a forward of 8 KiB tiles takes
     at one stage, built for sm_90 on CPU), the lowering raises a ValueError naming the kernel,
-    its bytes and the limit, before anything launches. Hopper's model ahead of the build is set
-    aside, as in the test above."""
-    from kvax._src import config
-    from kvax._src.attention import triton_common
-
-    capability = config.current_compute_capability()
-    monkeypatch.setitem(config.SHARED_MEMORY_BY_CAPABILITY, capability, 12288)
-    monkeypatch.setattr(triton_common, "fit_stages", lambda need, stages, *args: stages)
+    its bytes and the limit, before anything launches."""
+    play_gpu_with_shared_memory(monkeypatch, 12288)
     batch = packed_batch(int(np.random.SeedSequence().entropy % 2**31), batch=1, kv_len=300,
                          num_heads=2, num_kv_heads=1, head_dim=128, dtype="bfloat16",
                          num_docs=2)

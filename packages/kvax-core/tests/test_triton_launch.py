@@ -92,8 +92,9 @@ class Kernel:
         return hash(self.source)
 
 
-def build(jt, fn, num_warps=8, cc=90, block=64):
-    get = cache.cached(jt.get_or_create, jt.lib._lib.TritonKernel, lambda: cc)
+def build(jt, fn, num_warps=8, cc=90, block=64, get=None):
+    """One kernel asked for through a fresh launch layer (empty memory), or through `get`."""
+    get = get or cache.cached(jt.get_or_create, jt.lib._lib.TritonKernel, lambda: cc)
     return get(None, "cuda", fn, ["*bf16", "i32"], [(1, "i32", 7)], num_warps=num_warps,
                num_stages=3, num_ctas=1, compute_capability=None, enable_fp_fusion=True,
                metaparams={"BLOCK": block, "BLOCK_H": 128}, dump=False)
@@ -189,14 +190,11 @@ def test_kernels_in_memory_are_fitted_to_the_limit_they_were_asked_under(monkeyp
     monkeypatch.setattr(cache, "refitted", [])
     jt = FakeJaxTriton(monkeypatch)
     get = cache.cached(jt.get_or_create, jt.lib._lib.TritonKernel, lambda: 90)
-    args = (None, "cuda", Kernel("needs 40000 + 30000 a stage"), ["*bf16", "i32"],
-            [(1, "i32", 7)])
-    kw = dict(num_warps=8, num_stages=3, num_ctas=1, compute_capability=None,
-              enable_fp_fusion=True, metaparams={"BLOCK": 64, "BLOCK_H": 128}, dump=False)
-    first = get(*args, **kw)
-    assert get(*args, **kw) == first and jt.stages == [3]  # from memory
+    source = "needs 40000 + 30000 a stage"  # 130000 bytes at 3 stages, 100000 at 2
+    first = build(jt, Kernel(source), get=get)
+    assert build(jt, Kernel(source), get=get) == first and jt.stages == [3]  # from memory
     monkeypatch.setitem(config.SHARED_MEMORY_BY_CAPABILITY, 90, 101376)
-    get(*args, **kw)
+    build(jt, Kernel(source), get=get)
     assert jt.stages == [3, 2]  # 3 read from the disk (no build), 2 built
     assert cache.refitted == [("_fwd_kernel", 3, 2)]
 
