@@ -296,8 +296,11 @@ def test_builds_over_shared_memory_take_fewer_stages(monkeypatch, dtype, h):
     report = check_attention(jax.jit(fn), batch, scale=scale, seed=seed)
     assert report.ok, f"seed={seed}\n{report}"
     if (dtype, h) in (("bfloat16", 128), ("float32", 64)):  # over at 3 stages on sm_86 and 90
-        assert [stages for name, asked, stages in triton_launch.refitted
-                if name == "_bwd_kernel" and asked == 3] in ([2], [1])
+        # Once, or twice where the lowering stopped waiting (WAIT_S) for the same build in the
+        # thread that lowers the backward ahead: on a crowded host (30 workers) both built it.
+        taken = [stages for name, asked, stages in triton_launch.refitted
+                 if name == "_bwd_kernel" and asked == 3]
+        assert taken[:1] in ([2], [1]) and len(taken) <= 2 and len(set(taken)) == 1, taken
 
 
 @pytest.mark.gpu
