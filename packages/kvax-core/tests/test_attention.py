@@ -282,6 +282,10 @@ def test_builds_over_shared_memory_take_fewer_stages(monkeypatch, dtype, h):
 
     play_gpu_with_shared_memory(monkeypatch, 101376)
     monkeypatch.setattr(triton_launch, "refitted", [])
+    # The refits are counted: the lowering waits for the backward's build in the thread that
+    # lowers it ahead however long a crowded host takes (30 workers: over WAIT_S, 120 s, so
+    # both built and refitted it, session 63).
+    monkeypatch.setattr(triton_launch, "WAIT_S", 3600.0)
     seed = int(np.random.SeedSequence().entropy % 2**31)
     batch = packed_batch(seed, batch=1, kv_len=611 + h // 64, num_heads=4, num_kv_heads=2,
                          head_dim=h, dtype=dtype, num_docs=(2, 4), pad_tokens=(1, 30),
@@ -296,11 +300,8 @@ def test_builds_over_shared_memory_take_fewer_stages(monkeypatch, dtype, h):
     report = check_attention(jax.jit(fn), batch, scale=scale, seed=seed)
     assert report.ok, f"seed={seed}\n{report}"
     if (dtype, h) in (("bfloat16", 128), ("float32", 64)):  # over at 3 stages on sm_86 and 90
-        # Once, or twice where the lowering stopped waiting (WAIT_S) for the same build in the
-        # thread that lowers the backward ahead: on a crowded host (30 workers) both built it.
-        taken = [stages for name, asked, stages in triton_launch.refitted
-                 if name == "_bwd_kernel" and asked == 3]
-        assert taken[:1] in ([2], [1]) and len(taken) <= 2 and len(set(taken)) == 1, taken
+        assert [stages for name, asked, stages in triton_launch.refitted
+                if name == "_bwd_kernel" and asked == 3] in ([2], [1])
 
 
 @pytest.mark.gpu
