@@ -429,10 +429,11 @@ def cached(get_or_create, make_kernel, compute_capability_of):
                                                                            "compute_capability")),
                          sorted(dict(kw.get("metaparams") or {}).items()))
 
-    def fitted(key, cc, backend_init_func, platform, fn, arg_dtypes, scalar_args, **kw):
+    def fitted(key, cc, limit, backend_init_func, platform, fn, arg_dtypes, scalar_args, **kw):
         """read_or_build, again with one stage fewer while the kernel takes more shared memory
-        than one program of this GPU may; a ValueError where one stage is too many."""
-        limit, asked = capability_shared_memory(cc), kw.get("num_stages")
+        than `limit` (one program of this GPU's, or None: not checked); a ValueError where one
+        stage is too many."""
+        asked = kw.get("num_stages")
         while True:
             kernel, attrs, shared = read_or_build(key, cc, backend_init_func, platform, fn,
                                                   arg_dtypes, scalar_args, **kw)
@@ -450,7 +451,8 @@ def cached(get_or_create, make_kernel, compute_capability_of):
             return get_or_create(backend_init_func, platform, fn, arg_dtypes, scalar_args, **kw)
         cc = kw.get("compute_capability") or compute_capability_of()
         key = key_of(fn, arg_dtypes, scalar_args, cc, kw)
-        slot = key, capability_shared_memory(cc)  # kept fitted to that limit (tests lower it)
+        limit = capability_shared_memory(cc)  # read once per ask (tests lower it)
+        slot = key, limit  # kept fitted to that limit
         while True:  # one thread builds a kernel; others asking for it meanwhile wait for it
             with lock:
                 if slot in memory:
@@ -465,7 +467,7 @@ def cached(get_or_create, make_kernel, compute_capability_of):
                 done = None
                 break
         try:
-            memory[slot] = fitted(key, cc, backend_init_func, platform, fn, arg_dtypes,
+            memory[slot] = fitted(key, cc, limit, backend_init_func, platform, fn, arg_dtypes,
                                   scalar_args, **kw)
             obtained.append((kernel_name(fn), threading.current_thread().name))
             return memory[slot]
