@@ -17,7 +17,9 @@ workload's group allows; 1 without it); a suffix "~NAME" takes the kernel from
 file at an earlier commit, so that a change is timed before and after in one process); a suffix
 "@C" soft-caps that kernel at C (after "~NAME" where both are given).
 --rounds N times every kernel N times in turn, every other round in reverse order (the machine's
-spread shows, and a drift within a round cancels), --rows picks
+spread shows, and a drift within a round cancels), then prints each one's median over the
+rounds; --layers N times N calls chained in one jitted function (each output the next call's
+query, as bench.py --layers), so that no call's dispatch dilutes the times (per call); --rows picks
 workloads, --logits-soft-cap C caps every kernel without its own "@", --fa3 times
 FlashAttention-3 in the same rounds, --sms N runs only the small check, the persistent kernels
 on N SMs (each worker then takes many programs in turn). --interpret runs only the small check's
@@ -39,7 +41,7 @@ import traceback
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from measure import lowered_for_cuda, median_ms  # noqa: E402
+from measure import layered, lowered_for_cuda, median_ms  # noqa: E402
 from workloads import Workload, inputs  # noqa: E402
 
 
@@ -219,7 +221,7 @@ def fa3_forward(w: Workload, pos, seg):
 
 
 def measure(w: Workload, configs, params, repeats: int, rounds: int = 1, cap=None,
-            fa3: bool = False) -> None:
+            fa3: bool = False, layers: int = 1) -> None:
     import jax
 
     from kvax._src.config import PADDING_SEGMENT_ID
@@ -251,11 +253,22 @@ def measure(w: Workload, configs, params, repeats: int, rounds: int = 1, cap=Non
                 lse_diff = float(np.max(np.abs(np.where(np.isfinite(b), a - b, 0))))
         print(f"  {w.name:<62} {name:<10} first {first:5.1f} s  max diff {diff:.2e} lse "
               f"{lse_diff:.1e}", flush=True)
+    timed = {name: fns[name] if layers == 1 else jax.jit(layered(
+        lambda q, k, v, fn=fns[name]: fn(q, k, v)[0], layers)) for name in results}
+    per_round = {name: [] for name in results}
     for r in range(rounds):  # every other round in reverse (ABBA: drift cancels)
         for name in (list(results) if r % 2 == 0 else list(results)[::-1]):
-            ms = median_ms(lambda fn=fns[name]: fn(q, k, v), repeats)
-            print(f"  {w.name:<62} {name:<10} {ms:8.2f} ms {flops / ms / 1e9:6.0f} TF/s"
+            ms = median_ms(lambda fn=timed[name]: fn(q, k, v), repeats) / layers
+            per_round[name].append(ms)
+            print(f"  {w.name:<62} {name:<10} {ms:8.3f} ms {flops / ms / 1e9:6.0f} TF/s"
                   f"  (round {r + 1})", flush=True)
+    first = configs[0] if configs and configs[0] in per_round else next(iter(per_round))
+    for name, times in per_round.items():  # each one's median, and per round against the first
+        ms = float(np.median(times))
+        against = np.asarray(per_round[first]) / np.asarray(times)
+        print(f"  {w.name:<62} {name:<10} median {ms:8.3f} ms {flops / ms / 1e9:6.0f} TF/s, "
+              f"{first} / it per round: median {np.median(against):.3f} "
+              f"[{against.min():.3f}, {against.max():.3f}]", flush=True)
 
 
 def lower_only(configs, cap) -> None:
@@ -287,6 +300,7 @@ def main(argv=None):
     p.add_argument("--configs", default="64x128x2,64x128x2t,64x64x3")
     p.add_argument("--repeats", type=int, default=20)
     p.add_argument("--rounds", type=int, default=1)
+    p.add_argument("--layers", type=int, default=1, help="calls chained per timing")
     p.add_argument("--logits-soft-cap", type=float, default=None, help="every kernel soft-capped")
     p.add_argument("--rows", default="", help="comma-separated row numbers (0-5), all by default")
     p.add_argument("--quick", action="store_true", help="the 8-document row only")
@@ -328,7 +342,8 @@ def main(argv=None):
     elif args.rows:
         rows = [rows[int(i)] for i in args.rows.split(",")]
     for w in rows:
-        measure(w, configs, params, args.repeats, args.rounds, cap, fa3=args.fa3)
+        measure(w, configs, params, args.repeats, args.rounds, cap, fa3=args.fa3,
+                layers=args.layers)
 
 
 if __name__ == "__main__":
