@@ -312,22 +312,32 @@ def ordered_bounds(bound):
     return lo, hi, lf, uf
 
 
-def masked_full_masked(lo, lf, uf, hi, masked_step, full_step, carry):
+def masked_full_masked(lo, lf, uf, hi, masked_step, full_step, carry, idle=None):
     """Inside a kernel: steps [lo, lf) and [uf, hi) by masked_step(i, carry), [lf, uf) by
     full_step, in that order (lo <= lf <= uf <= hi), with each step's code emitted once: two
     rounds, each a masked range and then (the first round only) the full one. Three loops in a
     row emit the masked step twice, and a step is most of a kernel's code: the forward compiled
     in about 2.5 s so (Mosaic GPU's LLVM and ptxas, inside XLA's compile, on an H100) and in
-    about 2.0 s this way, at the same speed (docs/bench/h100-2026-11-27-compile)."""
+    about 2.0 s this way, at the same speed (docs/bench/h100-2026-11-27-compile). With idle
+    (idle_step, own_lo, own_hi), the masked steps outside [own_lo, own_hi) take idle_step."""
 
     return lax.fori_loop(0, 2, lambda r, carry: masked_then_full(
-        r == 0, lo, lf, uf, hi, masked_step, full_step, carry), carry)
+        r == 0, lo, lf, uf, hi, masked_step, full_step, carry, idle), carry)
 
 
-def masked_then_full(first, lo, lf, uf, hi, masked_step, full_step, carry):
+def masked_then_full(first, lo, lf, uf, hi, masked_step, full_step, carry, idle=None):
     """One round of masked_full_masked: [lo, lf) masked and [lf, uf) full where first, else
-    [uf, hi) masked."""
-    carry = lax.fori_loop(jnp.where(first, lo, uf), jnp.where(first, lf, hi), masked_step, carry)
+    [uf, hi) masked; with idle, a masked range's steps before own_lo and from own_hi on idle."""
+    start, end = jnp.where(first, lo, uf), jnp.where(first, lf, hi)
+    if idle is None:
+        carry = lax.fori_loop(start, end, masked_step, carry)
+    else:
+        idle_step, own_lo, own_hi = idle
+        a = jnp.clip(own_lo, start, end)
+        b = jnp.clip(own_hi, a, end)
+        carry = lax.fori_loop(start, a, idle_step, carry)
+        carry = lax.fori_loop(a, b, masked_step, carry)
+        carry = lax.fori_loop(b, end, idle_step, carry)
     return lax.fori_loop(lf, jnp.where(first, uf, lf), full_step, carry)
 
 
@@ -935,14 +945,6 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                         plgpu.barrier_arrive(v_free.at[slot])
                         return carry
 
-                    def masked_step(i, carry):
-                        if not config.consumer_tiles:
-                            return step(i, carry, True)
-                        own_first, own_end = own
-                        return lax.cond((i >= own_first) & (i < own_end),
-                                        lambda: step(i, carry, True),
-                                        lambda: idle_step(i, carry))
-
                     def my_turn():  # overlap: the warpgroups issue their products in turns
                         plgpu.barrier_wait(schedule.at[wg])
 
@@ -1025,8 +1027,10 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                             acc, m_i, l_i = overlapped(m_i, l_i)
                         else:
                             acc, m_i, l_i = masked_full_masked(
-                                jnp.int32(0), f_lo, f_hi, steps, masked_step,
-                                lambda i, c_: step(i, c_, False), (acc, m_i, l_i))
+                                jnp.int32(0), f_lo, f_hi, steps,
+                                lambda i, c_: step(i, c_, True),
+                                lambda i, c_: step(i, c_, False), (acc, m_i, l_i),
+                                (idle_step, *own) if config.consumer_tiles else None)
                             pl.when(wg == 0)(sync)
 
                     with jax.named_scope("epilogue"):
