@@ -8,8 +8,7 @@ reference, beside bf16 math done plainly), then per workload: fwd ms and TF/s of
 configuration, and the largest differences from the Triton output and logsumexp. A config is
 BQxBKVxSTAGES, with trailing letters (FLAGS): "t" for the tiles' layout by TMA, "o" for each
 tile's softmax overlapped with the previous tile's PV, "p" persistent, "r" the rank rule forced,
-"n" the rule on positions and ids (else the rank rule wherever the config's schedule fits), "c"
-each consumer's own key tiles (MosaicConfig.consumer_tiles, a trial), "m"
+"n" the rule on positions and ids (else the rank rule wherever the config's schedule fits), "m"
 soft-capped bfloat16 with running row maxima (MosaicConfig.fixed_reference off); "/P"
 packs up to P query heads of a kv group per program (MosaicConfig.pack, as many as the
 workload's group allows; 1 without it); a suffix "~NAME" takes the kernel from
@@ -73,8 +72,7 @@ def config_cap(text: str, cap):
 
 # a config's trailing letters: MosaicConfig fields set to True (trial patches add theirs here);
 # "n" sets rank_rule to False (the rule on positions and ids), "m" fixed_reference (row maxima)
-FLAGS = {"t": "layout_by_tma", "o": "overlap", "p": "persistent", "r": "rank_rule",
-         "c": "consumer_tiles"}
+FLAGS = {"t": "layout_by_tma", "o": "overlap", "p": "persistent", "r": "rank_rule"}
 FALSE_FLAGS = {"n": "rank_rule", "m": "fixed_reference"}
 
 

@@ -569,13 +569,11 @@ def test_a_deep_step_traces_and_lowers_each_kernel_once(monkeypatch):
     assert kernels == ["mosaic_gpu_v2"] and traced_inference == {"forward": 1, "backward": 0}
 
 
-@pytest.mark.parametrize("own", [None, (0, 20), (1, 6), (4, 4), (3, 11), (8, 20), (0, 0)])
 @pytest.mark.parametrize("bounds", [(0, 2, 5, 7), (0, 0, 3, 3), (1, 1, 1, 4), (2, 4, 4, 4),
                                     (0, 0, 0, 0), (3, 5, 9, 12)])
-def test_masked_full_masked_runs_every_step_once_in_order(bounds, own):
+def test_masked_full_masked_runs_every_step_once_in_order(bounds):
     """[lo, lf) masked, [lf, uf) full, [uf, hi) masked, each step once and in that order, empty
-    ranges included; with own (MosaicConfig.consumer_tiles' range of a consumer) the masked
-    steps outside [own_lo, own_hi) idle instead."""
+    ranges included."""
     lo, lf, uf, hi = bounds
 
     def record(flag):
@@ -584,13 +582,11 @@ def test_masked_full_masked_runs_every_step_once_in_order(bounds, own):
             return seen.at[n].set(jnp.stack([i, jnp.int32(flag)])), n + 1
         return step
 
-    idle = None if own is None else (record(2), *map(jnp.int32, own))
     seen, n = jax.jit(lambda *b: mosaic_fwd.masked_full_masked(
-        *b, record(1), record(0), (jnp.full((16, 2), -1, jnp.int32), jnp.int32(0)), idle))(
+        *b, record(1), record(0), (jnp.full((16, 2), -1, jnp.int32), jnp.int32(0))))(
             *map(jnp.int32, bounds))
-    own_lo, own_hi = own or (lo, hi)
-    masked = [(i, 1 if own_lo <= i < own_hi else 2) for i in range(lo, hi)]
-    expected = masked[:lf - lo] + [(i, 0) for i in range(lf, uf)] + masked[uf - lo:]
+    expected = ([(i, 1) for i in range(lo, lf)] + [(i, 0) for i in range(lf, uf)]
+                + [(i, 1) for i in range(uf, hi)])
     assert int(n) == len(expected)
     assert [tuple(r) for r in np.asarray(seen[:int(n)]).tolist()] == expected
 
@@ -1475,91 +1471,6 @@ def test_persistent_forward_interpreted_on_cpu_matches_reference(monkeypatch, wo
         report = check_attention(forward, batch, scale=0.1, seed=seed, grads=False,
                                  residual=True)
     assert report.ok, f"seed={seed}\n{report}"
-
-
-def _idle_steps(items) -> int:
-    """How many (program, consumer) steps a consumer_tiles table leaves idle: steps of a program
-    that store something, outside a consumer's own (first, end)."""
-    items = np.asarray(items)
-    live = items[..., 2] > items[..., 1]
-    own = (items[..., 8] - items[..., 7]) + (items[..., 10] - items[..., 9])
-    return int(np.sum(np.where(live, 2 * items[..., 4] - own, 0)))
-
-
-def _check_consumer_tiles(seed: int, kv_len: int, num_docs, ids: str, schedule: bool,
-                          interpreted: bool) -> None:
-    """MosaicConfig.consumer_tiles against the reference (padding holding NaN exactly 0) and
-    bitwise against the default kernel on the same inputs, on a row of short documents where
-    some consumer steps are idle: the first layout from `seed` on that has some (about 1 in 25
-    has none). With schedule the tables and rank layouts come with the mask (the rule on key
-    ranks, as on a Hopper GPU), else the call builds its tables."""
-    if interpreted:
-        import mosaic_interpret
-
-    for seed in range(seed, seed + 20):
-        batch = packed_batch(seed, batch=1, kv_len=kv_len, num_heads=2, num_kv_heads=1,
-                             head_dim=128, dtype="bfloat16", poison_padding=True,
-                             num_docs=num_docs, segment_ids=ids, pad_tokens=(20, 60))
-        layout = [jnp.asarray(a) for a in batch.layout.arrays]
-        (mask,) = build_masks(*layout, fwd_params=FWD, bwd_params=None, skip_pad_tokens=True)
-        default = mosaic_fwd.choose_config(mask, 128)
-        config = dataclasses.replace(default, consumer_tiles=True)
-        own = mosaic_fwd.schedule(mask, *layout, pad_id=PADDING_SEGMENT_ID,
-                                  config=dataclasses.replace(config, rank_rule=schedule))
-        if _idle_steps(own.items) > 0:
-            break
-    else:
-        raise AssertionError(f"no layout with an idle step in 20 seeds up to {seed}")
-    if schedule:
-        mask = dataclasses.replace(mask, schedule=own)
-    forward = _residual_forward(mask, config, 0.1)
-    plain = _residual_forward(dataclasses.replace(mask, schedule=None), default, 0.1)
-    q, k, v = (jnp.asarray(x) for x in (batch.query, batch.key, batch.value))
-    with mosaic_interpret.interpreted() if interpreted else contextlib.nullcontext():
-        report = check_attention(forward, batch, scale=0.1, seed=seed, grads=False,
-                                 residual=True)
-        assert report.ok, f"seed={seed}\n{report}"
-        ours, theirs = forward(q, k, v, *layout), plain(q, k, v, *layout)
-    for a, b in zip(ours, theirs):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=f"seed={seed}")
-
-
-@pytest.mark.parametrize("ids,schedule", [("sequential", False), ("shuffled", True)])
-def test_consumer_tiles_interpreted_on_cpu_bitwise_the_default(monkeypatch, ids, schedule):
-    """MosaicConfig.consumer_tiles (a trial, off by default): each consumer computes only the
-    masked key tiles its own 64 rows meet, and on the others keeps the step's barriers. Run on
-    CPU by jax's GPU interpret mode, persistent on 3 SMs: within the reference's bounds, and
-    bitwise the default kernel, as a tile no row of a consumer meets adds nothing to it
-    (_check_consumer_tiles)."""
-    monkeypatch.setattr(mosaic_fwd, "device_sms", lambda: 3)
-    seed = int(np.random.SeedSequence().entropy % 2**31)
-    _check_consumer_tiles(seed, 650, (6, 9), ids, schedule, interpreted=True)
-
-
-@pytest.mark.gpu
-@hopper
-@pytest.mark.parametrize("ids,schedule", [("sequential", False), ("shuffled", True),
-                                          ("large", True)])
-def test_consumer_tiles_bitwise_the_default(ids, schedule):
-    """MosaicConfig.consumer_tiles on a Hopper GPU, on 8191 tokens of 40-70 short documents:
-    within the reference's bounds and bitwise the default kernel (_check_consumer_tiles)."""
-    seed = int(np.random.SeedSequence().entropy % 2**31)
-    _check_consumer_tiles(seed, 8191, (40, 70), ids, schedule, interpreted=False)
-
-
-def test_consumer_tiles_refuses_what_it_does_not_take():
-    """MosaicConfig.consumer_tiles with packed heads, key splits or the overlapped order: a
-    NotImplementedError that names them, before anything is traced into a kernel."""
-    batch = packed_batch(3, batch=1, kv_len=300, num_heads=4, num_kv_heads=2, head_dim=64,
-                         dtype="bfloat16")
-    layout = [jnp.asarray(a) for a in batch.layout.arrays]
-    (mask,) = build_masks(*layout, fwd_params=FWD, bwd_params=None, skip_pad_tokens=True)
-    for edit in (dict(pack=2), dict(splits=2), dict(overlap=True)):
-        config = mosaic_fwd.MosaicConfig(consumer_tiles=True, **edit)
-        with pytest.raises(NotImplementedError, match="consumer_tiles"):
-            mosaic_fwd.forward(*(jnp.asarray(x) for x in (batch.query, batch.key, batch.value)),
-                               0.1, *layout, mask, variant=MaskVariant(),
-                               pad_id=PADDING_SEGMENT_ID, config=config)
 
 
 @pytest.mark.parametrize("fixed", [False, True], ids=["maxima", "fixed-reference"])

@@ -94,7 +94,7 @@ from jax import lax
 
 from kvax._src.attention import prewarm, runs
 from kvax._src.attention.blockwise import LOG2E, capped_reference
-from kvax._src.attention.mask import AttentionMask, block_mask, relabel_by_appearance
+from kvax._src.attention.mask import AttentionMask
 from kvax._src.attention.variant import MaskVariant
 
 # rows of a tiled shared-memory tile: token lengths the tiled TMA copies take without a padded
@@ -122,11 +122,6 @@ class MosaicConfig:
     # rows whose weight is one key's are divided by that weight rounded as P is, so that they
     # return its value exactly. False: running row maxima (the default before session 57)
     fixed_reference: bool = True
-    # a trial (session 64): each consumer visits only the masked key tiles its own rows meet
-    # (a block mask of block_q rows, consumer_bounds); on the others it keeps the step's barrier
-    # protocol and computes nothing. Row-aligned programs only (the document chunks keep the
-    # whole range); one head per program, no key splits, not the overlapped order
-    consumer_tiles: bool = False
 
     @property
     def rows(self) -> int:
@@ -312,32 +307,22 @@ def ordered_bounds(bound):
     return lo, hi, lf, uf
 
 
-def masked_full_masked(lo, lf, uf, hi, masked_step, full_step, carry, idle=None):
+def masked_full_masked(lo, lf, uf, hi, masked_step, full_step, carry):
     """Inside a kernel: steps [lo, lf) and [uf, hi) by masked_step(i, carry), [lf, uf) by
     full_step, in that order (lo <= lf <= uf <= hi), with each step's code emitted once: two
     rounds, each a masked range and then (the first round only) the full one. Three loops in a
     row emit the masked step twice, and a step is most of a kernel's code: the forward compiled
     in about 2.5 s so (Mosaic GPU's LLVM and ptxas, inside XLA's compile, on an H100) and in
-    about 2.0 s this way, at the same speed (docs/bench/h100-2026-11-27-compile). With idle
-    (idle_step, own_lo, own_hi), the masked steps outside [own_lo, own_hi) take idle_step."""
+    about 2.0 s this way, at the same speed (docs/bench/h100-2026-11-27-compile)."""
 
     return lax.fori_loop(0, 2, lambda r, carry: masked_then_full(
-        r == 0, lo, lf, uf, hi, masked_step, full_step, carry, idle), carry)
+        r == 0, lo, lf, uf, hi, masked_step, full_step, carry), carry)
 
 
-def masked_then_full(first, lo, lf, uf, hi, masked_step, full_step, carry, idle=None):
+def masked_then_full(first, lo, lf, uf, hi, masked_step, full_step, carry):
     """One round of masked_full_masked: [lo, lf) masked and [lf, uf) full where first, else
-    [uf, hi) masked; with idle, a masked range's steps before own_lo and from own_hi on idle."""
-    start, end = jnp.where(first, lo, uf), jnp.where(first, lf, hi)
-    if idle is None:
-        carry = lax.fori_loop(start, end, masked_step, carry)
-    else:
-        idle_step, own_lo, own_hi = idle
-        a = jnp.clip(own_lo, start, end)
-        b = jnp.clip(own_hi, a, end)
-        carry = lax.fori_loop(start, a, idle_step, carry)
-        carry = lax.fori_loop(a, b, masked_step, carry)
-        carry = lax.fori_loop(b, end, idle_step, carry)
+    [uf, hi) masked."""
+    carry = lax.fori_loop(jnp.where(first, lo, uf), jnp.where(first, lf, hi), masked_step, carry)
     return lax.fori_loop(lf, jnp.where(first, uf, lf), full_step, carry)
 
 
@@ -357,25 +342,7 @@ def tile_bounds(bounds, num_rows: int, row_ratio: int, col_ratio: int, num_tiles
     return ordered_bounds(lambda i: jnp.minimum(bounds[..., i] * col_ratio, num_tiles))
 
 
-def consumer_bounds(mask: AttentionMask, config: MosaicConfig, q_pos, q_seg, kv_pos, kv_seg):
-    """For MosaicConfig.consumer_tiles: [B, 2 x programs, 2] int32, each consumer's first and
-    end key tile (block_kv keys each) holding any pair its block_q rows may attend, from a block
-    mask of block_q x block_kv blocks over the same layout as `mask` (conservative, as every
-    block mask: a tile outside a consumer's range holds no pair it attends)."""
-    tokens, block_q = config.tokens, config.block_q
-    num_q_tiles = -(-mask.query_len // tokens)
-    q_seg, kv_seg = relabel_by_appearance(q_seg, kv_seg)
-    fine = block_mask(q_pos, q_seg, kv_pos, kv_seg, kind="fwd", query_block=block_q,
-                      kv_block=config.block_kv, params=mask.params,
-                      skip_pad_tokens=mask.skip_pad_tokens, variant=mask.variant)
-    num_tiles = -(-mask.kv_len // config.block_kv)
-    lo, hi, _, _ = ordered_bounds(lambda i: jnp.minimum(fine.flatten()[i], num_tiles))
-    width = 2 * num_q_tiles - lo.shape[1]  # the last program's second consumer, past the rows
-    return jnp.pad(jnp.stack([lo, hi], axis=-1), ((0, 0), (0, width), (0, 0)))
-
-
-def programs(mask: AttentionMask, config: MosaicConfig, t: int, s_len: int, doc_runs=None,
-             consumers=None):
+def programs(mask: AttentionMask, config: MosaicConfig, t: int, s_len: int, doc_runs=None):
     """[B, P, 7] int32, one row per program: (first row / 8, start and end of the rows it
     stores, first key / 8, key tiles, first and end of its fully visible tiles), its tokens
     being [first, first + config.tokens) (config.pack heads of each) and its key tiles
@@ -385,9 +352,7 @@ def programs(mask: AttentionMask, config: MosaicConfig, t: int, s_len: int, doc_
     bounds), or where doc_runs marks a batch row exact, that row's document chunks (runs.py: the
     chunk's document from its start, every tile between the first and the diagonal one full;
     with pack > 1 each chunk of runs.CHUNK tokens is split into programs of config.tokens).
-    Programs past a row's last store nothing and return at once. With consumers
-    (consumer_bounds), [B, P, 11]: then each consumer's first and end step (2 columns each), the
-    key tiles its own rows meet among the program's (the document chunks: all of them)."""
+    Programs past a row's last store nothing and return at once."""
     tokens, block_kv = config.tokens, config.block_kv
     row_ratio, col_ratio = mask.row_block // tokens, mask.col_block // block_kv
     num_q_tiles, num_kv_tiles = -(-t // tokens), -(-s_len // block_kv)
@@ -397,13 +362,6 @@ def programs(mask: AttentionMask, config: MosaicConfig, t: int, s_len: int, doc_
     tiles = jnp.stack([m * (tokens // TMA_ROWS), m * tokens, (m + 1) * tokens,
                        lo * (block_kv // TMA_ROWS), hi - lo, lf - lo, uf - lo],
                       axis=-1).astype(jnp.int32)
-    if consumers is not None:  # each consumer's steps: its tiles among the program's, in order
-        own = consumers.reshape(*lo.shape, 4)  # (first, end) of consumer 0, then of 1
-        steps = (hi - lo)[..., None]
-        first = jnp.clip(own[..., 0::2] - lo[..., None], 0, steps)
-        end = jnp.clip(own[..., 1::2] - lo[..., None], first, steps)
-        tiles = jnp.concatenate([tiles, jnp.stack([first[..., 0], end[..., 0], first[..., 1],
-                                                   end[..., 1]], axis=-1)], axis=-1)
     if doc_runs is None:
         return tiles
     exact = doc_runs[:, :1, 2:3] >= 0
@@ -427,10 +385,9 @@ def programs(mask: AttentionMask, config: MosaicConfig, t: int, s_len: int, doc_
     # inside an 8-row group (for the first chunk that tile is the diagonal one)
     inside = (attends & (doc_start % TMA_ROWS != 0) & (before > 0)).astype(jnp.int32)
     steps = jnp.where(attends, -(-(first + tokens - base) // block_kv), 0)
-    chunks = [first // TMA_ROWS, own_start, own_end, base // TMA_ROWS, steps, inside, before]
-    if consumers is not None:
-        chunks += [jnp.zeros_like(steps), steps] * 2
-    return jnp.where(exact, jnp.stack(chunks, axis=-1), tiles).astype(jnp.int32)
+    chunks = jnp.stack([first // TMA_ROWS, own_start, own_end, base // TMA_ROWS, steps, inside,
+                        before], axis=-1)
+    return jnp.where(exact, chunks, tiles).astype(jnp.int32)
 
 
 def chunked(mask: AttentionMask, config: MosaicConfig, head_dim: int, variant: MaskVariant):
@@ -472,7 +429,7 @@ class Schedule:
     arrays lead with [B, rows] (the layouts with [B, 1]: one per query shard), sharded like the
     mask's."""
 
-    items: jax.Array  # programs(): [B, P, 7] ([B, P, 11] with consumer_tiles)
+    items: jax.Array  # programs(): [B, P, 7]
     work: jax.Array  # persistent_work(items): [B, P]
     slots: jax.Array | None  # lse_slots() [B, T] where the document chunks are taken, else None
     # kernel_layouts() of the ids the mask was built from, each with a [B, 1] lead
@@ -481,11 +438,10 @@ class Schedule:
     block_kv: int  # keys per tile (MosaicConfig.block_kv)
     block_q: int  # rows per consumer (MosaicConfig.block_q)
     rank_rule: bool = False  # the layouts are rank_layouts' (MosaicConfig.rank_rule)
-    consumer_tiles: bool = False  # items carry each consumer's steps (MosaicConfig's trial)
 
     def tree_flatten(self):
         return (self.items, self.work, self.slots, self.layouts), (
-            self.tokens, self.block_kv, self.block_q, self.rank_rule, self.consumer_tiles)
+            self.tokens, self.block_kv, self.block_q, self.rank_rule)
 
     @classmethod
     def tree_unflatten(cls, aux, children):
@@ -497,7 +453,6 @@ class Schedule:
         return (config.tokens == self.tokens and config.block_kv == self.block_kv
                 and config.block_q == self.block_q and config.pack == 1
                 and config.rank_rule == self.rank_rule
-                and config.consumer_tiles == self.consumer_tiles
                 and (doc_runs is not None) == (self.slots is not None))
 
 
@@ -531,16 +486,14 @@ def schedule(mask: AttentionMask, q_pos, q_seg, kv_pos, kv_seg, *, pad_id: int,
         return None
     doc_runs = mask.doc_runs if mask.variant == MaskVariant() else None
     t, s_len = mask.query_len, mask.kv_len
-    consumers = (consumer_bounds(mask, config, q_pos, q_seg, kv_pos, kv_seg)
-                 if config.consumer_tiles else None)
-    items = programs(mask, config, t, s_len, doc_runs=doc_runs, consumers=consumers)
+    items = programs(mask, config, t, s_len, doc_runs=doc_runs)
     slots = None if doc_runs is None else lse_slots(items, t, config.tokens)
     config = dataclasses.replace(config, rank_rule=bool(config.rank_rule))
     layouts = tuple(x[:, None] for x in kernel_layouts(q_pos, q_seg, kv_pos, kv_seg,
                                                        pad_id=pad_id, config=config,
                                                        variant=mask.variant))
     return Schedule(items, persistent_work(items), slots, layouts, config.tokens,
-                    config.block_kv, config.block_q, config.rank_rule, config.consumer_tiles)
+                    config.block_kv, config.block_q, config.rank_rule)
 
 
 def work_block(code, num_items: int):
@@ -626,11 +579,6 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
             f"not the overlapped order, and head dims up to {PERSISTENT_HEAD_DIM} (two Q tiles "
             f"per consumer), "
             f"got pack={pack}, splits={splits}, overlap={config.overlap}, head dim {h}")
-    if config.consumer_tiles and (pack > 1 or splits > 1 or config.overlap):
-        raise NotImplementedError(
-            f"MosaicConfig(consumer_tiles=True) takes one query head per program, no key splits "
-            f"and not the overlapped order, got pack={pack}, splits={splits}, "
-            f"overlap={config.overlap}")
     if splits < 1 or (splits > 1 and sinks is not None):
         raise NotImplementedError(f"MosaicConfig(splits={splits}) needs splits >= 1, and no "
                                   f"sinks with more than one")
@@ -646,10 +594,8 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
     # the tables: the mask's schedule where it fits this call, else built here
     built = mask.schedule if mask.schedule is not None and mask.schedule.fits(
         config, doc_runs) else None
-    consumers = (consumer_bounds(mask, config, q_pos, q_seg, kv_pos, kv_seg)
-                 if config.consumer_tiles and built is None else None)
     items = (built.items if built is not None
-             else programs(mask, config, t, s_len, doc_runs=doc_runs, consumers=consumers))
+             else programs(mask, config, t, s_len, doc_runs=doc_runs))
     slots = items.shape[1] * tokens  # the logsumexp's slots per split
     if splits > 1:
         items = split_keys(items, splits, block_kv)
@@ -715,12 +661,6 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                 plgpu.copy_gmem_to_smem(q_ref.at[batch, pl.ds(start, tq), head0 + j],
                                         dst.at[pl.ds(j * tq, tq)], arrived)
 
-        def own_steps(batch, item):
-            """A consumer's own (first, end) step in its program's table (consumer_tiles)."""
-            if not config.consumer_tiles:
-                return ()
-            return items_ref[batch, item, 7 + 2 * wg], items_ref[batch, item, 8 + 2 * wg]
-
         def one_program(batch, head0, item, consumer: bool, live=True, base=None, parity=None,
                         first_round=None, next_program=None, info=None, factor=None):
             """A consumer's (consumer) or the producer's part of one program: query heads
@@ -729,14 +669,12 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
             programs took through the ring); for a consumer also parity (the round's Q
             buffer), first_round, next_program (live, batch, head0, item, its first token
             block) whose Q this one loads into the other buffer, info (the program's table
-            entries, already loaded; with consumer_tiles also its own first and end step) and
-            factor (the logits' factor, already loaded)."""
+            entries, already loaded) and factor (the logits' factor, already loaded)."""
             # the program's tokens [first, first + tokens) (it stores [own_start, own_end) of
             # them), its key tiles from k0 on (`steps` of them), [f_lo, f_hi) of those fully
             # visible
-            first8, own_start, own_end, k08, steps, f_lo, f_hi, *own = (
-                info if info is not None else tuple(items_ref[batch, item, i] for i in range(7))
-                + (own_steps(batch, item) if consumer else ()))
+            first8, own_start, own_end, k08, steps, f_lo, f_hi = (
+                info if info is not None else (items_ref[batch, item, i] for i in range(7)))
             first, k0 = first8 * TMA_ROWS, k08 * TMA_ROWS
             live_item = (own_end > own_start) & live
             # with key splits, each output and logsumexp in its split's slot (tiles: program m's
@@ -929,22 +867,6 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                         plgpu.barrier_arrive(v_free.at[slot])
                         return acc, m_new, l_i
 
-                    def idle_step(i, carry):
-                        """A masked tile none of this consumer's rows meet (consumer_tiles):
-                        the step's barriers alone, in its order (both meetings: QK^T's hand-over
-                        and the one before PV), and no product."""
-                        slot = ring(i)
-                        sync()
-                        plgpu.barrier_arrive(k_free.at[slot])
-                        if config.layout_by_tma:
-                            plgpu.barrier_wait(lay_ready.at[slot])
-                        plgpu.barrier_arrive(schedule)
-                        plgpu.barrier_wait(v_ready.at[slot])
-                        plgpu.barrier_wait(schedule)
-                        wait_next_key(i)
-                        plgpu.barrier_arrive(v_free.at[slot])
-                        return carry
-
                     def my_turn():  # overlap: the warpgroups issue their products in turns
                         plgpu.barrier_wait(schedule.at[wg])
 
@@ -1029,8 +951,7 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                             acc, m_i, l_i = masked_full_masked(
                                 jnp.int32(0), f_lo, f_hi, steps,
                                 lambda i, c_: step(i, c_, True),
-                                lambda i, c_: step(i, c_, False), (acc, m_i, l_i),
-                                (idle_step, *own) if config.consumer_tiles else None)
+                                lambda i, c_: step(i, c_, False), (acc, m_i, l_i))
                             pl.when(wg == 0)(sync)
 
                     with jax.named_scope("epilogue"):
@@ -1184,10 +1105,9 @@ def forward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, mask: AttentionMask, *
                     live, batch, head0, item = decode(w, code)
                     return live, batch, head0, item, items_ref[batch, item, 0]
 
-                def table(program):  # a program's 7 table entries (and the consumer's own steps)
+                def table(program):  # a program's 7 table entries
                     _, batch, _, item, first8 = program
-                    return ((first8,) + tuple(items_ref[batch, item, i] for i in range(1, 7))
-                            + own_steps(batch, item))
+                    return (first8,) + tuple(items_ref[batch, item, i] for i in range(1, 7))
 
                 def one_round_ahead(r, carry):
                     """Round r's program, from what earlier rounds loaded: its program and
