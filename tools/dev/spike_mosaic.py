@@ -260,6 +260,8 @@ def measure(w: Workload, configs, params, repeats: int, rounds: int = 1, cap=Non
             per_round[name].append(ms)
             print(f"  {w.name:<62} {name:<10} {ms:8.3f} ms {flops / ms / 1e9:6.0f} TF/s"
                   f"  (round {r + 1})", flush=True)
+    if not per_round:  # every kernel failed (printed above)
+        return
     first = configs[0] if configs and configs[0] in per_round else next(iter(per_round))
     for name, times in per_round.items():  # each one's median, and per round against the first
         ms = float(np.median(times))
