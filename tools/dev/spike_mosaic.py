@@ -40,7 +40,7 @@ import traceback
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from measure import layered, lowered_for_cuda, median_ms  # noqa: E402
+from measure import in_turns, layered, lowered_for_cuda  # noqa: E402
 from workloads import Workload, inputs  # noqa: E402
 
 
@@ -251,21 +251,18 @@ def measure(w: Workload, configs, params, repeats: int, rounds: int = 1, cap=Non
                 lse_diff = float(np.max(np.abs(np.where(np.isfinite(b), a - b, 0))))
         print(f"  {w.name:<62} {name:<10} first {first:5.1f} s  max diff {diff:.2e} lse "
               f"{lse_diff:.1e}", flush=True)
-    timed = {name: fns[name] if layers == 1 else jax.jit(layered(
+    chained = {name: fns[name] if layers == 1 else jax.jit(layered(
         lambda q, k, v, fn=fns[name]: fn(q, k, v)[0], layers)) for name in results}
-    per_round = {name: [] for name in results}
-    for r in range(rounds):  # every other round in reverse (ABBA: drift cancels)
-        for name in (list(results) if r % 2 == 0 else list(results)[::-1]):
-            ms = median_ms(lambda fn=timed[name]: fn(q, k, v), repeats) / layers
-            per_round[name].append(ms)
-            print(f"  {w.name:<62} {name:<10} {ms:8.3f} ms {flops / ms / 1e9:6.0f} TF/s"
-                  f"  (round {r + 1})", flush=True)
-    if not per_round:  # every kernel failed (printed above)
+    if not chained:  # every kernel failed (printed above)
         return
-    first = configs[0] if configs and configs[0] in per_round else next(iter(per_round))
-    for name, times in per_round.items():  # each one's median, and per round against the first
-        ms = float(np.median(times))
-        against = np.asarray(per_round[first]) / np.asarray(times)
+    print(f"  {w.name}: ms of {layers} chained call(s) per round, in turn:", flush=True)
+    times = in_turns({name: {"fwd": lambda fn=fn: fn(q, k, v)} for name, fn in chained.items()},
+                     rounds, repeats, label=str)
+    per_call = {name: np.asarray(t["fwd"]) / layers for name, t in times.items()}
+    first = configs[0] if configs and configs[0] in per_call else next(iter(per_call))
+    for name, ms_rounds in per_call.items():  # each one's median, and per round against the first
+        ms = float(np.median(ms_rounds))
+        against = per_call[first] / ms_rounds
         print(f"  {w.name:<62} {name:<10} median {ms:8.3f} ms {flops / ms / 1e9:6.0f} TF/s, "
               f"{first} / it per round: median {np.median(against):.3f} "
               f"[{against.min():.3f}, {against.max():.3f}]", flush=True)
