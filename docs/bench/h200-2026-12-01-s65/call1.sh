@@ -8,6 +8,8 @@ timeout -s INT 300 python3 tools/dev/spike_mosaic.py --rows 2,1,0 --skip-check -
   | grep -v "^[WI]0000 " > $OUT/1-spike.txt
 echo "spike rc ${PIPESTATUS[0]}"; grep "median\|FAIL" $OUT/1-spike.txt; echo "at $SECONDS s"
 left=$((570 - SECONDS))
-gpu_fuzz $OUT/1-variants.txt $left variants --platform gpu --seeds 14300:15300 --jobs 4 &
-gpu_fuzz $OUT/1-mosaic.txt $left mosaic --platform gpu --seeds 3600:4600 --jobs 3 &
+gpu_fuzz $OUT/1-variants.txt $left variants --seeds 14300:15300 --jobs 4 \
+  --time-limit $((left - 60)) &
+gpu_fuzz $OUT/1-mosaic.txt $left mosaic --seeds 3600:4600 --jobs 3 \
+  --time-limit $((left - 60)) &
 wait; echo "done at $SECONDS s"
