@@ -157,6 +157,57 @@ def test_fuzz_interrupted_still_prints_its_summary():
     assert f"interrupted: {cuts} cases cut short" in lines[-1] and oks < 40, lines
 
 
+# Stand-in children for in_processes: the first reports its cut case and its summary when
+# stopped, then lingers (as JAX's teardown can) until killed; the second never answers (as in a
+# compile) and is killed with nothing said.
+_CHILD = """
+import signal, sys, time
+first = int(sys.argv[sys.argv.index("--seeds") + 1].split(":")[0])
+print(f"ok   jax_nn seed {first} (0.1 s)", flush=True)
+def stopped(*_):
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    print(f"cut jax_nn seed {first + 1}: interrupted", flush=True)
+    print(f"jax_nn: seeds {first}:{first + 2}, 1 passed, 0 failed, 0 skipped (sharded: fewer "
+          "than 2 devices), interrupted: 1 case cut short, 1 s", flush=True)
+signal.signal(signal.SIGINT, stopped if first == 0 else signal.SIG_IGN)
+while True:
+    time.sleep(0.1)
+"""
+
+_PARENT = """
+import subprocess, sys
+sys.path.insert(0, sys.argv[1])
+import fuzz
+real = subprocess.Popen
+fuzz.subprocess.Popen = lambda cmd, **kw: real([cmd[0], "-c", sys.argv[2]] + cmd[2:], **kw)
+sys.exit(fuzz.main(["jax_nn", "--seeds", "0:4", "--jobs", "2"]))
+"""
+
+
+def test_fuzz_counts_each_cut_case_once():
+    """A child killed after its own summary (which counted its cut case) adds nothing more to the
+    cases cut short; one killed before it adds its running case. (Session 65's GPU fuzz read 3
+    for 2: its children took the 5 s grace to exit after their summaries.)"""
+    import signal
+    import subprocess
+
+    dev = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dev")
+    run = subprocess.Popen([sys.executable, "-c", _PARENT, dev, _CHILD], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+    lines, oks = [], 0
+    for line in run.stdout:  # both children's first case, then the signal
+        lines.append(line.rstrip("\n"))
+        oks += line.startswith("ok ")
+        if oks == 2:
+            run.send_signal(signal.SIGINT)
+            break
+    rest, _ = run.communicate(timeout=60)
+    lines += rest.splitlines()
+    assert run.returncode == 0, lines
+    assert "in 2 processes, 2 passed, 0 failed" in lines[-1], lines
+    assert "interrupted: 2 cases cut short" in lines[-1], lines
+
+
 def test_gpu_fuzz_reports_the_fuzz_exit_status(tmp_path):
     """gpu_env.sh's gpu_fuzz: fuzz.py's own status (not grep's), its ok lines counted, XLA's log
     lines dropped from the log. A stand-in fuzz.py prints a pass, a failure and a log line."""

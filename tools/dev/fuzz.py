@@ -504,7 +504,7 @@ def in_processes(args) -> int:
     first, stop = (int(x) for x in args.seeds.split(":"))
     bounds = np.linspace(first, stop, min(args.jobs, stop - first) + 1).round().astype(int)
     counts = {"ok": 0, "FAIL": 0, "skip": 0, "cut": 0}
-    lock, t0, children = threading.Lock(), time.time(), []
+    lock, t0, children, summed = threading.Lock(), time.time(), [], set()
 
     def run(a: int, b: int) -> int:
         child = subprocess.Popen(
@@ -518,6 +518,8 @@ def in_processes(args) -> int:
             with lock:
                 if word in counts and " seed " in line:
                     counts[word] += 1
+                if line.startswith(f"{args.mode}: seeds "):  # its own summary: its cut counted
+                    summed.add(child.pid)
                 print(line, end="", flush=True)
         return child.wait()
 
@@ -538,8 +540,8 @@ def in_processes(args) -> int:
             try:
                 child.wait(max(0.1, deadline - time.time()))
             except subprocess.TimeoutExpired:
-                child.kill()  # busy outside Python (a compile): its seed goes unnamed
-                killed.append(child.pid)
+                child.kill()  # busy outside Python (a compile), or slow to exit after its
+                killed.append(child.pid)  # summary (JAX's teardown)
         for r in runs:
             r.result()
     pool.shutdown()
@@ -548,8 +550,9 @@ def in_processes(args) -> int:
     stopped = (0, 1, -signal.SIGINT, -signal.SIGTERM) if interrupted else (0, 1)
     crashed = sum(child.returncode not in stopped and child.pid not in killed
                   for child in children)
-    cut = (f", interrupted: {counts['cut'] + len(killed)} cases cut short" if interrupted
-           else "")
+    # a child killed before its summary was running a case, whose seed goes unnamed
+    unnamed = sum(pid not in summed for pid in killed)
+    cut = (f", interrupted: {counts['cut'] + unnamed} cases cut short" if interrupted else "")
     print(f"{args.mode}: seeds {args.seeds} in {len(runs)} processes, {counts['ok']} passed, "
           f"{counts['FAIL'] + crashed} failed, {counts['skip']} skipped (sharded: fewer than 2 "
           f"devices){cut}, {time.time() - t0:.0f} s", flush=True)
