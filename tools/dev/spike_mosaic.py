@@ -6,8 +6,10 @@ block mask, against today's Triton forward; same inputs, one process.
 First a check on small odd shapes with NaN in the padding (both kernels against the float64
 reference, beside bf16 math done plainly), then per workload: fwd ms and TF/s of each kernel and
 configuration, and the largest differences from the Triton output and logsumexp. A config is
-BQxBKVxSTAGES, with trailing letters (FLAGS): "t" for the tiles' layout by TMA, "o" for each
-tile's softmax overlapped with the previous tile's PV, "p" persistent, "r" the rank rule forced,
+BQxBKVxSTAGES (BKV below the mask's 128: the mask built at that width, as the public API's
+FlashAttentionParamsConfig(128, 64) makes 64-key tiles skip at 64 keys), with trailing letters
+(FLAGS): "t" for the tiles' layout by TMA, "o" for each tile's softmax overlapped with the
+previous tile's PV, "p" persistent, "r" the rank rule forced,
 "n" the rule on positions and ids (else the rank rule wherever the config's schedule fits), "m"
 soft-capped bfloat16 with running row maxima (MosaicConfig.fixed_reference off); "/P"
 packs up to P query heads of a kv group per program (MosaicConfig.pack, as many as the
@@ -116,13 +118,18 @@ def _prepare(w: Workload, params):
     import jax.numpy as jnp
 
     from kvax._src.attention.variant import MaskVariant
-    from kvax.ops import create_attention_mask
 
     q, k, v, pos, seg = inputs(w)
     q, k, v = (jnp.asarray(x, w.dtype) for x in (q, k, v))
     pos, seg = jnp.asarray(pos), jnp.asarray(seg)
+    return q, k, v, pos, seg, _mask(w, pos, seg, params), MaskVariant(w.causal)
+
+
+def _mask(w: Workload, pos, seg, params):
+    from kvax.ops import create_attention_mask
+
     (mask,) = create_attention_mask(pos, seg, pos, seg, fwd_params=params, is_causal=w.causal)
-    return q, k, v, pos, seg, mask, MaskVariant(w.causal)
+    return mask
 
 
 def kernels(w: Workload, configs, params, cap=None):
@@ -133,6 +140,7 @@ def kernels(w: Workload, configs, params, cap=None):
     from kvax._src.config import PADDING_SEGMENT_ID
 
     q, k, v, pos, seg, mask, variant = _prepare(w, params)
+    masks = {mask.col_block: mask}
     scale = jnp.float32(w.head_dim ** -0.5)
     # interpreted: no Triton, and the kernels called eagerly (under an outer jit the interpreter
     # may hang on a 2-core machine)
@@ -143,11 +151,16 @@ def kernels(w: Workload, configs, params, cap=None):
     for text in configs:
         cfg = parse_config(text, w.num_heads // w.num_kv_heads)
         mosaic_fwd = forward_module(text)
+        # narrower key tiles than the mask's blocks take a mask of their width, as the public
+        # API's do (FlashAttentionParamsConfig(128, 64): 64-key tiles that skip at 64 keys)
+        width = min(cfg.block_kv, mask.col_block)
+        if width not in masks:
+            masks[width] = _mask(w, pos, seg, dataclasses.replace(params, kv_block_size=width))
         # the config's own tables and layouts, built before the call as the mask's are (with
         # the rank rule's layouts unless the config says rank_rule=False)
         built = dataclasses.replace(cfg, rank_rule=cfg.rank_rule is not False)
-        own = dataclasses.replace(mask, schedule=mosaic_fwd.schedule(
-            mask, pos, seg, pos, seg, pad_id=PADDING_SEGMENT_ID, config=built))
+        own = dataclasses.replace(masks[width], schedule=mosaic_fwd.schedule(
+            masks[width], pos, seg, pos, seg, pad_id=PADDING_SEGMENT_ID, config=built))
         fns[text] = jit(lambda q, k, v, cfg=cfg, c=config_cap(text, cap), m=own,
                         fwd=mosaic_fwd.forward:
                         fwd(q, k, v, scale, pos, seg, pos, seg, m, variant=variant,
@@ -197,7 +210,8 @@ def check_capped(configs, params, cap) -> bool:
             out = np.asarray(out, np.float64)
             lse = np.asarray(lse, np.float64).transpose(0, 2, 1)
             err = float(np.max(np.abs(out - ref))) if np.all(np.isfinite(out)) else float("nan")
-            lse_err = float(np.max(np.abs(np.where(live, lse - ref_lse, 0))))
+            lse_err = float(np.max(np.abs(np.subtract(lse, ref_lse, out=np.zeros_like(lse),
+                                                      where=live))))
             empty_ok = bool(np.all(out[~live] == 0) and np.all(lse[~live] == -np.inf))
             good = err <= 2 * base and lse_err < 1e-3 and empty_ok
             ok &= good
