@@ -1,6 +1,6 @@
 # Session 65, call 2 (one H200): 64-key tiles on masks of 64-key blocks (what the public API runs
 # for FlashAttentionParamsConfig(128, 64)), against the default 128-key tiles and FA3. They were
-# level on short documents on an H100 in session 24 (-1.8%), before the rank rule made masked
+# level on short documents on an H100 on 2026-11-24 (-1.8%), before the rank rule made masked
 # steps cheaper; on 64k short documents they compute 7% fewer pairs (useful 0.640 against 0.593).
 # First the small check of the 64-key configs on the GPU (--sms 132: the check alone), then rounds.
 source tools/gpu_env.sh
