@@ -551,8 +551,8 @@ def in_processes(args) -> int:
     crashed = sum(child.returncode not in stopped and child.pid not in killed
                   for child in children)
     # a child killed before its summary was running a case, whose seed goes unnamed
-    unnamed = sum(pid not in summed for pid in killed)
-    cut = (f", interrupted: {counts['cut'] + unnamed} cases cut short" if interrupted else "")
+    cuts = counts["cut"] + sum(pid not in summed for pid in killed)
+    cut = (f", interrupted: {cuts} case{'s' * (cuts != 1)} cut short" if interrupted else "")
     print(f"{args.mode}: seeds {args.seeds} in {len(runs)} processes, {counts['ok']} passed, "
           f"{counts['FAIL'] + crashed} failed, {counts['skip']} skipped (sharded: fewer than 2 "
           f"devices){cut}, {time.time() - t0:.0f} s", flush=True)
