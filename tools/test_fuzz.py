@@ -164,13 +164,13 @@ def test_fuzz_interrupted_still_prints_its_summary():
 _CHILD = """
 import signal, sys, time
 first = int(sys.argv[sys.argv.index("--seeds") + 1].split(":")[0])
-print(f"ok   jax_nn seed {first} (0.1 s)", flush=True)
 def stopped(*_):
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     print(f"cut jax_nn seed {first + 1}: interrupted", flush=True)
     print(f"jax_nn: seeds {first}:{first + 2}, 1 passed, 0 failed, 0 skipped (sharded: fewer "
           "than 2 devices), interrupted: 1 case cut short, 1 s", flush=True)
 signal.signal(signal.SIGINT, stopped if first == 0 else signal.SIG_IGN)
+print(f"ok   jax_nn seed {first} (0.1 s)", flush=True)  # (the handler set before the signal)
 while True:
     time.sleep(0.1)
 """
@@ -188,7 +188,7 @@ sys.exit(fuzz.main(["jax_nn", "--seeds", "0:4", "--jobs", "2"]))
 def test_fuzz_counts_each_cut_case_once():
     """A child killed after its own summary (which counted its cut case) adds nothing more to the
     cases cut short; one killed before it adds its running case. (Session 65's GPU fuzz read 3
-    for 2: its children took the 5 s grace to exit after their summaries.)"""
+    for 2: a child took longer than the 5 s grace to exit after its summary.)"""
     import signal
     import subprocess
 
