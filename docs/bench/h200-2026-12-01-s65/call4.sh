@@ -9,3 +9,4 @@ run() { t=$1; name=$2; shift 2; echo "=== $name: $B $*"; timeout -s INT $t $B --
 run 140 hd256-docs8 --rounds 6 --num-segments 8 --num-pad-tokens 2000
 run $((290 - SECONDS)) hd256-lognormal --rounds 6 --num-pad-tokens 1000 --doc-median 1100 --ids shuffled
 echo "done at $SECONDS s"
+# (ran as call 4; FA3's published build refused head dim 256. Call 5, at once: cuDNN instead)
