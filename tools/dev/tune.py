@@ -2,6 +2,8 @@
 candidate's output (or gradients) is compared with the default's.
 
     source tools/gpu_env.sh && python3 tools/dev/tune.py --out $OUT/tune.json
+    python3 tools/dev/tune.py --head-dim 256 --heads 16 --kv-heads 8 --fwd --bwd 64,128,8,2 ...
+        # Gemma's shape: the backward candidates only (the Triton backward on Hopper there)
 
 Prints one line per candidate (ms, useful TF/s, relative difference from the default) and writes
 them all to --out. Used to choose the defaults in kvax/_src/config.py and the tiles in
@@ -31,6 +33,10 @@ def main():
     p.add_argument("--num-pad-tokens", type=int, default=2000)
     p.add_argument("--doc-median", type=int, default=None,
                    help="log-normal document lengths with this median instead of equal cuts")
+    p.add_argument("--heads", type=int, default=32)
+    p.add_argument("--kv-heads", type=int, default=8)
+    p.add_argument("--head-dim", type=int, default=128,
+                   help="e.g. 256 (Gemma), where the backward on Hopper is the Triton one")
     p.add_argument("--repeats", type=int, default=10)
     p.add_argument("--skip-bwd", action="store_true")
     p.add_argument("--fwd", nargs="*", default=None, metavar="QB,KB,WARPS,STAGES",
@@ -48,6 +54,7 @@ def main():
     from kvax.utils import default_params
 
     w = Workload(args.seq_len, args.num_segments, args.num_pad_tokens,
+                 num_heads=args.heads, num_kv_heads=args.kv_heads, head_dim=args.head_dim,
                  doc_median=args.doc_median)
     q, k, v, pos, seg = inputs(w)
     q, k, v = (jnp.asarray(x, jnp.bfloat16) for x in (q, k, v))
