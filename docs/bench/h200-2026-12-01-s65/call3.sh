@@ -1,6 +1,6 @@
-# Session 65, call 3 (one H200; kernels unchanged): the session's remaining device time as fuzz
-# at this HEAD, with fuzz.py's corrected count of cases cut short: jax_nn on the GPU from seed
-# 7600 (session 59 reached 7599), mosaic from 4600, variants from 15100.
+# Session 65, call 3 (one H200; kernels unchanged): fuzz at this HEAD, with fuzz.py's corrected
+# count of cases cut short: jax_nn on the GPU from seed 7600 (session 59 reached 7599), mosaic
+# from 4600, variants from 15100.
 source tools/gpu_env.sh
 nvidia-smi --query-gpu=name --format=csv,noheader
 gpu_fuzz $OUT/3-jax_nn.txt 470 jax_nn --seeds 7600:8600 --jobs 6 --time-limit 400 &
