@@ -168,6 +168,12 @@ def kernels(w: Workload, configs, params, cap=None):
     return (q, k, v, pos, seg), fns
 
 
+def max_diff(a, b, where) -> float:
+    """The largest |a - b| where `where` holds (logsumexps: rows that see no key are -inf in
+    both and left out, without numpy's warning for -inf - -inf)."""
+    return float(np.max(np.abs(np.subtract(a, b, out=np.zeros_like(b), where=where))))
+
+
 def check_small(configs, params, cap=None) -> bool:
     """Odd lengths, documents, padding holding NaN: each kernel's error against float64, beside
     the same math done plainly in bfloat16 (configs grouped by their soft cap)."""
@@ -210,8 +216,7 @@ def check_capped(configs, params, cap) -> bool:
             out = np.asarray(out, np.float64)
             lse = np.asarray(lse, np.float64).transpose(0, 2, 1)
             err = float(np.max(np.abs(out - ref))) if np.all(np.isfinite(out)) else float("nan")
-            lse_err = float(np.max(np.abs(np.subtract(lse, ref_lse, out=np.zeros_like(lse),
-                                                      where=live))))
+            lse_err = max_diff(lse, ref_lse, live)
             empty_ok = bool(np.all(out[~live] == 0) and np.all(lse[~live] == -np.inf))
             good = err <= 2 * base and lse_err < 1e-3 and empty_ok
             ok &= good
@@ -262,10 +267,7 @@ def measure(w: Workload, configs, params, repeats: int, rounds: int = 1, cap=Non
             diff = float(np.max(np.abs(np.where(live, delta, 0) if name == "fa3" else delta)))
             a, b = results[name][1], results["triton"][1]
             if a is not None:
-                # rows that see no key (-inf in both) left out, without -inf - -inf's warning
-                live_rows = np.isfinite(b)
-                lse_diff = float(np.max(np.abs(np.subtract(a, b, out=np.zeros_like(b),
-                                                           where=live_rows))))
+                lse_diff = max_diff(a, b, np.isfinite(b))  # rows that see a key
         print(f"  {w.name:<62} {name:<10} first {first:5.1f} s  max diff {diff:.2e} lse "
               f"{lse_diff:.1e}", flush=True)
     chained = {name: fns[name] if layers == 1 else jax.jit(layered(
