@@ -43,22 +43,16 @@ def main():
                    help="only these forward parameter sets, after the default")
     p.add_argument("--bwd", nargs="*", default=None, metavar="QB,KB,WARPS,STAGES",
                    help="only these backward parameter sets, after the default")
-    p.add_argument("--split-dkdv-from", type=int, default=None, metavar="HEAD_DIM",
-                   help="triton_bwd.SPLIT_DKDV_FROM for this run: the head dim from which dK and "
-                   "dV take a program each (e.g. 512: never, as before session 66)")
     p.add_argument("--out", default="tune.json")
     args = p.parse_args()
 
     import jax
     import jax.numpy as jnp
 
-    from kvax._src.attention import triton_bwd
     from kvax.ops import create_attention_mask, flash_attention
     from kvax.utils import FlashAttentionParamsConfig as P
     from kvax.utils import default_params
 
-    if args.split_dkdv_from is not None:
-        triton_bwd.SPLIT_DKDV_FROM = args.split_dkdv_from
     w = Workload(args.seq_len, args.num_segments, args.num_pad_tokens,
                  num_heads=args.heads, num_kv_heads=args.kv_heads, head_dim=args.head_dim,
                  doc_median=args.doc_median)

@@ -18,3 +18,4 @@ timeout -s INT $((560 - SECONDS)) python3 -m pytest -p kvax_testing.pytest_plugi
   packages/kvax-core -k 256 -n 12 --kvax-report $OUT/h200-kvax-core-hd256.md > $OUT/2-pytest.txt 2>&1
 echo "pytest rc $?"; tail -3 $OUT/2-pytest.txt
 echo "done at $SECONDS s"
+# (ran at 86d30c7, whose kernel change was reverted after this call: 11-13% slower, README here)

@@ -64,8 +64,7 @@ def launch_constants(kind, dtype, h, hv, params, device_kind=H100, capability=No
     consts.update(KH=2, KV_BLOCK_Q=kv["BLOCK_N_TILE"], KV_BLOCK_K=kv["BLOCK_M_TILE"],
                   KV_ROW_RATIO=kv["ROW_RATIO"], KV_COL_RATIO=kv["COL_RATIO"],
                   Q_BLOCK_Q=qt["BLOCK_M_TILE"], Q_BLOCK_K=qt["BLOCK_N_TILE"],
-                  Q_ROW_RATIO=qt["ROW_RATIO"], Q_COL_RATIO=qt["COL_RATIO"],
-                  KV_PARTS=triton_bwd.dkdv_parts(h, hv, device_kind))
+                  Q_ROW_RATIO=qt["ROW_RATIO"], Q_COL_RATIO=qt["COL_RATIO"])
     return consts, stages
 
 

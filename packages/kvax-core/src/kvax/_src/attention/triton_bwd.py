@@ -12,7 +12,7 @@ import triton.language as tl
 
 from kvax._src.attention import triton_common as tc
 from kvax._src.attention.mask import AttentionMask
-from kvax._src.config import current_compute_capability, current_device_kind, is_hopper
+from kvax._src.config import current_compute_capability, current_device_kind
 
 
 @triton.jit
@@ -21,9 +21,8 @@ def _dkdv_visit(dk, dv, k, v, k_pos, k_seg, q_base, do_base, qpos_ptr, qseg_ptr,
                 offs_hv, H: tl.constexpr, HV: tl.constexpr, EVEN_H: tl.constexpr,
                 EVEN_HV: tl.constexpr, BLOCK_M: tl.constexpr, MASKED: tl.constexpr,
                 SEQUENTIAL: tl.constexpr, PAD_ID: tl.constexpr, VARIANT: tl.constexpr,
-                IEEE: tl.constexpr, PART: tl.constexpr):
-    """Accumulate one query head's contribution over query tiles (tc.masked_tile's order): to
-    dK and dV (PART 0), dV alone (1) or dK alone (2)."""
+                IEEE: tl.constexpr):
+    """Accumulate one query head's contribution over query tiles (tc.masked_tile's order)."""
     for t in tl.range(start, end):
         q_start = tc.masked_tile(t, lf, uf, MASKED).to(tl.int64) * BLOCK_M
         q_ptrs = q_base + q_start * stride_qt + offs_m[:, None] * stride_qt + offs_h[None, :]
@@ -52,13 +51,11 @@ def _dkdv_visit(dk, dv, k, v, k_pos, k_seg, q_base, do_base, qpos_ptr, qseg_ptr,
             # [BLOCK_N, BLOCK_M]
             allowed_t = tc.element_mask_t(k_pos, k_seg, q_pos, q_seg, PAD_ID, VARIANT)
             p_t = tl.where(allowed_t, p_t, 0.0)
-        if PART != 2:
-            dv = tc.mma(p_t.to(do.dtype), do, dv, IEEE)
-        if PART != 1:
-            pw_t = tc.cap_weight(p_t, s_t, VARIANT)
-            dp_t = tc.mma(v, tl.trans(do), None, IEEE)  # [BLOCK_N, BLOCK_M]
-            ds_t = pw_t * (dp_t - delta[None, :])
-            dk = tc.mma(ds_t.to(q.dtype), q, dk, IEEE)
+        pw_t = tc.cap_weight(p_t, s_t, VARIANT)
+        dv = tc.mma(p_t.to(do.dtype), do, dv, IEEE)
+        dp_t = tc.mma(v, tl.trans(do), None, IEEE)  # [BLOCK_N, BLOCK_M]
+        ds_t = pw_t * (dp_t - delta[None, :])
+        dk = tc.mma(ds_t.to(q.dtype), q, dk, IEEE)
     return dk, dv
 
 
@@ -70,10 +67,9 @@ def _dkdv_program(
     BLOCK_H: tl.constexpr, BLOCK_HV: tl.constexpr, EVEN_H: tl.constexpr, EVEN_HV: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ROW_RATIO: tl.constexpr,
     COL_RATIO: tl.constexpr, SEQUENTIAL: tl.constexpr, PAD_ID: tl.constexpr, VARIANT: tl.constexpr,
-    IEEE: tl.constexpr, PART: tl.constexpr,
+    IEEE: tl.constexpr,
 ):
-    """dK and dV (PART 0), dV (1) or dK (2) of key tile pid_n (BLOCK_N keys) of kv head kvh,
-    visiting query tiles of BLOCK_M."""
+    """dK, dV of key tile pid_n (BLOCK_N keys) of kv head kvh, visiting query tiles of BLOCK_M."""
     # Strides from the static shapes (see the forward kernel).
     stride_qt = N * H
     stride_kt = (N // G) * H
@@ -93,10 +89,8 @@ def _dkdv_program(
     v_base = V + b * S * stride_vt + kv_start * stride_vt + kvh * HV
     k = tl.load(k_base + offs_n[:, None] * stride_kt + offs_h[None, :],
                 mask=k_live[:, None] & (offs_h[None, :] < H), other=0.0)  # [BLOCK_N, BLOCK_H]
-    v = None
-    if PART != 1:
-        v = tl.load(v_base + offs_n[:, None] * stride_vt + offs_hv[None, :],
-                    mask=k_live[:, None] & (offs_hv[None, :] < HV), other=0.0)  # [N, BLOCK_HV]
+    v = tl.load(v_base + offs_n[:, None] * stride_vt + offs_hv[None, :],
+                mask=k_live[:, None] & (offs_hv[None, :] < HV), other=0.0)  # [BLOCK_N, BLOCK_HV]
 
     dk = tl.zeros([BLOCK_N, BLOCK_H], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, BLOCK_HV], dtype=tl.float32)
@@ -111,22 +105,19 @@ def _dkdv_program(
         dk, dv = _dkdv_visit(dk, dv, k, v, k_pos, k_seg, q_base, do_base, qpos_ptr, qseg_ptr,
                              lse_ptr, delta_ptr, lo, lf + hi - uf, lf, uf, T, stride_qt,
                              stride_dot, qk_scale, offs_m, offs_h, offs_hv, H, HV, EVEN_H,
-                             EVEN_HV, BLOCK_M, True, SEQUENTIAL, PAD_ID, VARIANT, IEEE, PART)
+                             EVEN_HV, BLOCK_M, True, SEQUENTIAL, PAD_ID, VARIANT, IEEE)
         dk, dv = _dkdv_visit(dk, dv, k, v, k_pos, k_seg, q_base, do_base, qpos_ptr, qseg_ptr,
                              lse_ptr, delta_ptr, lf, uf, lf, uf, T, stride_qt, stride_dot,
                              qk_scale, offs_m, offs_h, offs_hv, H, HV, EVEN_H, EVEN_HV, BLOCK_M,
-                             False, SEQUENTIAL, PAD_ID, VARIANT, IEEE, PART)
+                             False, SEQUENTIAL, PAD_ID, VARIANT, IEEE)
 
     kv_rows = (kv_start + offs_n) < S
     dk_base = DK + b * S * stride_kt + kv_start * stride_kt + kvh * H
     dv_base = DV + b * S * stride_vt + kv_start * stride_vt + kvh * HV
-    if PART != 1:
-        tl.store(dk_base + offs_n[:, None] * stride_kt + offs_h[None, :],
-                 (dk * scale).to(DK.dtype.element_ty),
-                 mask=kv_rows[:, None] & (offs_h[None, :] < H))
-    if PART != 2:
-        tl.store(dv_base + offs_n[:, None] * stride_vt + offs_hv[None, :],
-                 dv.to(DV.dtype.element_ty), mask=kv_rows[:, None] & (offs_hv[None, :] < HV))
+    tl.store(dk_base + offs_n[:, None] * stride_kt + offs_h[None, :],
+             (dk * scale).to(DK.dtype.element_ty), mask=kv_rows[:, None] & (offs_h[None, :] < H))
+    tl.store(dv_base + offs_n[:, None] * stride_vt + offs_hv[None, :], dv.to(DV.dtype.element_ty),
+             mask=kv_rows[:, None] & (offs_hv[None, :] < HV))
 
 
 @triton.jit
@@ -230,53 +221,29 @@ def _bwd_kernel(
     KV_COL_RATIO: tl.constexpr, Q_BLOCK_Q: tl.constexpr, Q_BLOCK_K: tl.constexpr,
     Q_ROW_RATIO: tl.constexpr, Q_COL_RATIO: tl.constexpr,
     SEQUENTIAL: tl.constexpr, PAD_ID: tl.constexpr, VARIANT: tl.constexpr, IEEE: tl.constexpr,
-    LOG2E: tl.constexpr, KV_PARTS: tl.constexpr,
+    LOG2E: tl.constexpr,
 ):
-    """Grid (KV_PARTS * KV_NT + G * Q_NT, B * KH): for each batch row and kv head, KV_NT dK/dV
-    programs (one per key tile), or with KV_PARTS 2 KV_NT dK programs and then KV_NT dV ones,
-    then G * Q_NT dQ programs (the group's query heads, heavier query tiles first)."""
+    """Grid (KV_NT + G * Q_NT, B * KH): for each batch row and kv head, KV_NT dK/dV programs (one
+    per key tile), then G * Q_NT dQ programs (the group's query heads, heavier query tiles
+    first)."""
     scale = tl.load(SCALE)  # a device scalar: the scale may be traced
     qk_scale = tc.logit_scale(scale * LOG2E, VARIANT)  # log2 units, over the cap
     pid = tl.program_id(0)
     pid_bk = tl.program_id(1)
     b = (pid_bk // KH).to(tl.int64)
     kvh = pid_bk % KH
-    kv_programs = KV_PARTS * KV_NT
-    if pid < kv_programs:
-        if KV_PARTS == 1:
-            _dkdv_program(pid, b, kvh, Q, K, V, DO, LSE, DELTA, QPOS, QSEG, KPOS, KSEG, KV_LO,
-                          KV_HI, KV_LF, KV_UF, T, S, KV_R, qk_scale, scale, DK, DV, N, G, H, HV,
-                          BLOCK_H, BLOCK_HV, EVEN_H, EVEN_HV, KV_BLOCK_Q, KV_BLOCK_K,
-                          KV_ROW_RATIO, KV_COL_RATIO, SEQUENTIAL, PAD_ID, VARIANT, IEEE, 0)
-        elif pid < KV_NT:
-            _dkdv_program(pid, b, kvh, Q, K, V, DO, LSE, DELTA, QPOS, QSEG, KPOS, KSEG, KV_LO,
-                          KV_HI, KV_LF, KV_UF, T, S, KV_R, qk_scale, scale, DK, DV, N, G, H, HV,
-                          BLOCK_H, BLOCK_HV, EVEN_H, EVEN_HV, KV_BLOCK_Q, KV_BLOCK_K,
-                          KV_ROW_RATIO, KV_COL_RATIO, SEQUENTIAL, PAD_ID, VARIANT, IEEE, 2)
-        else:
-            _dkdv_program(pid - KV_NT, b, kvh, Q, K, V, DO, LSE, DELTA, QPOS, QSEG, KPOS, KSEG,
-                          KV_LO, KV_HI, KV_LF, KV_UF, T, S, KV_R, qk_scale, scale, DK, DV, N, G,
-                          H, HV, BLOCK_H, BLOCK_HV, EVEN_H, EVEN_HV, KV_BLOCK_Q, KV_BLOCK_K,
-                          KV_ROW_RATIO, KV_COL_RATIO, SEQUENTIAL, PAD_ID, VARIANT, IEEE, 1)
+    if pid < KV_NT:
+        _dkdv_program(pid, b, kvh, Q, K, V, DO, LSE, DELTA, QPOS, QSEG, KPOS, KSEG, KV_LO, KV_HI,
+                      KV_LF, KV_UF, T, S, KV_R, qk_scale, scale, DK, DV, N, G, H, HV, BLOCK_H,
+                      BLOCK_HV, EVEN_H, EVEN_HV, KV_BLOCK_Q, KV_BLOCK_K, KV_ROW_RATIO,
+                      KV_COL_RATIO, SEQUENTIAL, PAD_ID, VARIANT, IEEE)
     else:
-        j = pid - kv_programs
+        j = pid - KV_NT
         pid_m = Q_NT - 1 - j % Q_NT
         _dq_program(pid_m, b, kvh * G + j // Q_NT, Q, K, V, DO, LSE, DELTA, QPOS, QSEG, KPOS,
                     KSEG, Q_LO, Q_HI, Q_LF, Q_UF, T, S, Q_R, qk_scale, scale, DQ, N, G, H, HV,
                     BLOCK_H, BLOCK_HV, EVEN_H, EVEN_HV, Q_BLOCK_Q, Q_BLOCK_K, Q_ROW_RATIO,
                     Q_COL_RATIO, SEQUENTIAL, PAD_ID, VARIANT, IEEE)
-
-
-# head dims (padded to a power of two) from which dK and dV take a program each on Hopper
-SPLIT_DKDV_FROM = 256
-
-
-def dkdv_parts(head_dim: int, value_head_dim: int, device_kind: str) -> int:
-    """KV_PARTS: 2 where dK and dV each take a program of their own, each recomputing the
-    probabilities, so that one float32 accumulator of a key tile, not two, stays in registers
-    (at head dim 256 the pair spilled 820 bytes a thread on sm_90a, one 272); 1 elsewhere."""
-    width = max(tc.next_pow2(head_dim), tc.next_pow2(value_head_dim))
-    return 2 if is_hopper(device_kind) and width >= SPLIT_DKDV_FROM else 1
 
 
 def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
@@ -299,18 +266,17 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
     kv_nt = -(-s_len // kv_tiles["BLOCK_M_TILE"])
     q_nt = -(-t // q_tiles["BLOCK_M_TILE"])
     group = n // num_kv
-    kv_parts = dkdv_parts(h, hv, current_device_kind())
     dq, dk, dv = tc.launch(
         _bwd_kernel, q, k, v, tc.scale_array(scale), dout, lse, delta, q_pos, q_seg, kv_pos,
         kv_seg, *dkdv_mask.flatten(), *dq_mask.flatten(), t, s_len,
         dkdv_mask.lower_bounds.shape[1], dq_mask.lower_bounds.shape[1], kv_nt, q_nt,
         out_shape=[tc.shape_dtype(q.shape, q.dtype), tc.shape_dtype(k.shape, k.dtype),
                    tc.shape_dtype(v.shape, v.dtype)],
-        grid=(kv_parts * kv_nt + group * q_nt, b * num_kv), name="kvax_bwd", num_warps=params.num_warps,
+        grid=(kv_nt + group * q_nt, b * num_kv), name="kvax_bwd", num_warps=params.num_warps,
         num_stages=stages, debug=debug, N=n, G=group,
         KH=num_kv, KV_BLOCK_Q=kv_tiles["BLOCK_N_TILE"], KV_BLOCK_K=kv_tiles["BLOCK_M_TILE"],
         KV_ROW_RATIO=kv_tiles["ROW_RATIO"], KV_COL_RATIO=kv_tiles["COL_RATIO"],
         Q_BLOCK_Q=q_tiles["BLOCK_M_TILE"], Q_BLOCK_K=q_tiles["BLOCK_N_TILE"],
-        Q_ROW_RATIO=q_tiles["ROW_RATIO"], Q_COL_RATIO=q_tiles["COL_RATIO"], KV_PARTS=kv_parts,
+        Q_ROW_RATIO=q_tiles["ROW_RATIO"], Q_COL_RATIO=q_tiles["COL_RATIO"],
         **tc.common_constants(q.dtype, h, hv, sequential, dq_mask.variant, logits_soft_cap))
     return dq, dk, dv
