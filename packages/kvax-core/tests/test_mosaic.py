@@ -502,6 +502,49 @@ def test_backward_lowers_for_cuda(h, dtype, variant, extra, deterministic):
     _assert_hardware_tanh(text, extra)
 
 
+def test_channel_split_backward_takes_head_dim_256_only_when_asked(monkeypatch):
+    """BackwardConfig.channel_split (head dim 256, no GPU run yet) is not the API's: by default
+    head dim 256 keeps the Triton backward; asked for, it takes 256 and only 256, 64-key dK/dV
+    blocks, and not the rank rule."""
+    assert "head dims" in mosaic_bwd.supported(256, (128, 64))
+    split = mosaic_bwd.channel_config()
+    assert split.keys == 64 and split.stages == 1
+    assert mosaic_bwd.supported(256, (128, 64), config=split) is None
+    assert mosaic_bwd.supported(256, (64, 64), config=split) is None
+    assert "head dims" in mosaic_bwd.supported(128, (128, 64), config=split)
+    assert "multiples of 64x64" in mosaic_bwd.supported(256, (96, 64), config=split)
+    monkeypatch.setattr(mosaic_bwd, "chosen_config", mosaic_bwd.channel_config)
+    assert mosaic_bwd.supported(256, (128, 64)) is None  # what the backends ask
+    q = jnp.zeros((1, 128, 2, 256), jnp.bfloat16)
+    layout = _one_document(128, 128)
+    (mask,) = build_masks(*layout, fwd_params=FWD, bwd_params=None, skip_pad_tokens=True)
+    with pytest.raises(NotImplementedError, match="rank_rule"):
+        mosaic_bwd.backward(q, q, q, 0.1, *layout, jnp.zeros((1, 2, 128)),
+                            jnp.zeros((1, 2, 128)), q, mask, variant=MaskVariant(),
+                            pad_id=PADDING_SEGMENT_ID,
+                            config=dataclasses.replace(split, rank_rule=True))
+
+
+@pytest.mark.parametrize("variant,extra,deterministic", [
+    (MaskVariant(), {}, True),
+    (MaskVariant(False, (9, 4)), dict(cap=30.0, t=1, s=300), False)], ids=["fixed", "float"])
+def test_channel_split_backward_lowers_for_cuda(monkeypatch, variant, extra, deterministic):
+    """Head dim 256 through both Mosaic kernels with the channel split: it lowers, its shared
+    memory fits at one stage of Q and dO (about 225 KiB of 227), and two stages would not."""
+    monkeypatch.setattr(mosaic_bwd, "chosen_config", mosaic_bwd.channel_config)
+    step, q, k = _training_step(256, "bfloat16", variant, deterministic=deterministic, **extra)
+    text = jax.jit(step).trace(q, k, k).lower(lowering_platforms=("cuda",)).as_text()
+    assert re.findall(r"stablehlo.custom_call @(\w+)", text) == ["mosaic_gpu_v2"] * 2
+    if deterministic:
+        monkeypatch.setattr(mosaic_bwd, "chosen_config", lambda: dataclasses.replace(
+            mosaic_bwd.channel_config(), stages=2))
+        jax.clear_caches()  # the step's inner jit would reuse the one-stage trace
+        step, q, k = _training_step(256, "bfloat16", variant, deterministic=deterministic,
+                                    **extra)
+        with pytest.raises(ValueError, match="exceeds available shared memory"):
+            jax.jit(step).trace(q, k, k).lower(lowering_platforms=("cuda",))
+
+
 @pytest.mark.parametrize("schedule,rule,ranks", [
     (True, True, (True, True)), (False, True, (False, True)), (True, False, (True, False)),
     (False, False, (False, False))], ids=["schedule", "built", "default", "default-none"])
@@ -1354,6 +1397,20 @@ def test_mosaic_backward_other_shapes(case, deterministic):
 
 @pytest.mark.gpu
 @hopper
+@pytest.mark.parametrize("variant", [{}, dict(logits_soft_cap=4.0, local_window_size=(40, 0)),
+                                     dict(is_causal=False, sinks=True)], ids=_variant_id)
+@pytest.mark.parametrize("deterministic", [True, False], ids=["fixed", "float"])
+def test_channel_split_backward_matches_reference(monkeypatch, variant, deterministic):
+    """BackwardConfig.channel_split at head dim 256 (not yet the API's): against the reference,
+    then bitwise reruns with exact zeros on the padding."""
+    monkeypatch.setattr(mosaic_bwd, "chosen_config", mosaic_bwd.channel_config)
+    _assert_matches(CASES[3], variant, bwd=BWD128, deterministic=deterministic)
+    if deterministic and not variant:
+        _assert_bitwise_and_padding_exact(_batch(CASES[3], 8), bwd=BWD128)
+
+
+@pytest.mark.gpu
+@hopper
 def test_mosaic_backward_padding_exact_and_dkdv_deterministic():
     """NaN/Inf in the padding: exactly 0 output and gradients there, finite elsewhere; dK and dV
     are summed in registers in a fixed order (bitwise reruns), dQ by reduce-add (close)."""
@@ -1603,6 +1660,46 @@ def test_backward_interpreted_on_cpu_matches_reference(monkeypatch, deterministi
                                  mask_terms=mask_terms(is_causal=is_causal),
                                  logits_fn=None if cap is None else soft_cap(cap))
     assert report.ok, f"seed={seed}\n{report}"
+
+
+@pytest.mark.parametrize("deterministic,is_causal,cap,kv_len", [
+    (True, True, None, 300), (False, False, 4.0, 333)],
+    ids=["fixed-causal", "float-bidirectional-capped"])
+def test_channel_split_backward_interpreted_on_cpu_matches_reference(monkeypatch, deterministic,
+                                                                     is_causal, cap, kv_len):
+    """BackwardConfig.channel_split at head dim 256 (both consumers on one 64-key tile, S and
+    dP split by keys, dK, dV and dQ by channels, P and dS meeting in shared memory), after the
+    Mosaic forward, on CPU under jax's GPU interpret mode, against the float64 reference as
+    test_backward_interpreted_on_cpu_matches_reference does. No GPU has run this backward
+    yet."""
+    import mosaic_interpret
+
+    monkeypatch.setattr(mosaic_bwd, "chosen_config", mosaic_bwd.channel_config)
+    seed = int(np.random.SeedSequence().entropy % 2**31)
+    batch = packed_batch(seed, batch=1, kv_len=kv_len, num_heads=2, num_kv_heads=1,
+                         head_dim=256, dtype="bfloat16", poison_padding=True, num_docs=(2, 4),
+                         segment_ids="shuffled", pad_tokens=(20, 60))
+    layout = [jnp.asarray(a) for a in batch.layout.arrays]
+    variant = MaskVariant(is_causal=is_causal)
+    masks = build_masks(*layout, fwd_params=FWD, bwd_params=BWD128, skip_pad_tokens=True,
+                        variant=variant)
+    opts = Options(sequential=False, backend="mosaic", fwd_params=FWD, bwd_params=BWD128,
+                   variant=variant, logits_soft_cap=cap, deterministic=deterministic)
+    steps = []
+    rule = mosaic_bwd.key_side_rule
+    monkeypatch.setattr(mosaic_bwd, "key_side_rule",
+                        lambda *args: steps.append(args[1].__name__) or rule(*args))
+
+    def attention(q, k, v, *layout):
+        out, lse = _attention(opts, q, k, v, jnp.float32(0.1), None, *layout, masks)
+        return out, lse.transpose(0, 2, 1)
+
+    with mosaic_interpret.interpreted():
+        report = check_attention(attention, batch, scale=0.1, seed=seed, residual=True,
+                                 mask_terms=mask_terms(is_causal=is_causal),
+                                 logits_fn=None if cap is None else soft_cap(cap))
+    assert report.ok, f"seed={seed}\n{report}"
+    assert set(steps) == {"k_cols"}  # the split's masked steps ran (keys along the columns)
 
 
 @pytest.mark.gpu

@@ -56,6 +56,15 @@ measured with the rotation).
 Measured on an H100 in docs/bench/h100-2026-11-23-mosaic-bwd and docs/bench/h100-2026-11-23-padding.
 The consumers' phases are named (prologue, loop, epilogue, store_wait) for Mosaic GPU's on-device
 profiler (tools/dev/profile_timeline.py --backward).
+
+Head dim 256 (BackwardConfig.channel_split, channel_config; not yet the API's: no GPU has run it,
+so head dim 256 keeps the Triton backward). dK and dV of 64 keys x 256 channels would take 256
+registers a thread of a consumer, so both consumers share one tile of 64 keys: each computes
+S and dP for 32 of the keys over all the channels, P and dS of all 64 keys meet in shared memory,
+and each computes dV, dK and dQ for 128 of the channels. Still 5 products, none recomputed.
+One stage of Q and dO fits shared memory (two would take 290 KiB of 227), and every tile takes
+64-byte swizzles (the 32-key products' transposed operands need them, and a product's operands
+share one). The plan, after FA3's own head-dim-256 split: docs/bench/h200-2026-12-01-s66.
 """
 
 from __future__ import annotations
@@ -77,6 +86,7 @@ from kvax._src.attention.mosaic_fwd import (block_bounds, for_tma, in_intervals,
 from kvax._src.attention.variant import MaskVariant
 
 HEAD_DIMS = (64, 128)  # dK and dV of 64 keys x 256 do not fit one warpgroup's registers
+SPLIT_HEAD_DIMS = (256,)  # BackwardConfig.channel_split's
 DQ_TILE = 8  # dQ's shares in shared memory and in its accumulator: tiles of 8 x 8 (untile_dq)
 
 # The deterministic dQ: sums of integers do not depend on their order. Each program's share of
@@ -112,10 +122,21 @@ class BackwardConfig:
     # per call) instead of ids and positions. Level with them on an H200 (8 documents, log-normal
     # and short ones: docs/bench/h200x2-2026-11-28-bwd-ranks), so off by default
     rank_rule: bool = False
+    # head dim 256 (channel_config): both consumers on one tile of 2 x keys_per_wg keys, each
+    # computing S and dP for keys_per_wg of them and dK, dV and dQ for half of the channels
+    channel_split: bool = False
 
     @property
     def keys(self) -> int:
         return 2 * self.keys_per_wg
+
+
+def channel_config() -> BackwardConfig:
+    """Head dim 256, not yet the API's (no GPU has run it): 64 keys a program, one stage of Q
+    and dO. Per consumer float32 dK and dV of 64 keys x 128 channels (128 registers a thread)
+    and shared memory of about 224 KiB (K, V, Q, dO: 32 KiB each; P and dS: 2 x 8 KiB each; dQ's
+    float32 halves: 64 KiB). FA3 splits its head-dim-256 backward by channels too."""
+    return BackwardConfig(keys_per_wg=32, stages=1, channel_split=True)
 
 
 def chosen_config() -> BackwardConfig:
@@ -124,12 +145,13 @@ def chosen_config() -> BackwardConfig:
 
 
 def supported(head_dim: int, dkdv_blocks: tuple[int, int], *, kv_len: int = 0,
-              value_dim: int | None = None) -> str | None:
+              value_dim: int | None = None, config: BackwardConfig | None = None) -> str | None:
     """Why a call with this head dim and dK/dV mask blocks (rows = keys, columns = queries) cannot
     take this backward, or None."""
-    config = BackwardConfig()
-    if head_dim not in HEAD_DIMS or value_dim not in (None, head_dim):
-        return (f"the Mosaic backward takes head dims {HEAD_DIMS} equal for keys and values, got "
+    config = config or chosen_config()
+    dims = SPLIT_HEAD_DIMS if config.channel_split else HEAD_DIMS
+    if head_dim not in dims or value_dim not in (None, head_dim):
+        return (f"the Mosaic backward takes head dims {dims} equal for keys and values, got "
                 f"{head_dim} and {value_dim}")
     if -(-kv_len // config.keys) > 65535:  # CUDA's grid limit
         return f"the Mosaic backward takes up to 65535 tiles of {config.keys} keys, got {kv_len}"
@@ -307,9 +329,11 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
     block_q, keys_per_wg, keys, stages = (config.block_q, config.keys_per_wg, config.keys,
                                           config.stages)
     why = supported(h, (dkdv_mask.row_block, dkdv_mask.col_block), kv_len=s_len,
-                    value_dim=v.shape[-1])
+                    value_dim=v.shape[-1], config=config)
     if why:
         raise NotImplementedError(why)
+    if config.channel_split and config.rank_rule:
+        raise NotImplementedError("BackwardConfig.channel_split does not take rank_rule")
     row_ratio, col_ratio = dkdv_mask.row_block // keys, dkdv_mask.col_block // block_q
     t_pad, s_pad = round_up(t, block_q), round_up(s_len, keys)
     num_k_tiles, num_q_tiles = s_pad // keys, t_pad // block_q
@@ -317,6 +341,12 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
     acc_dtype = jnp.int32 if deterministic else jnp.float32  # dQ's accumulator
     dq_share = (block_q * half // 256, 256)  # a consumer's share of a step as TMA moves it
     swizzle = min(128, half * dtype.itemsize)  # K's column halves are whole swizzle tiles
+    if config.channel_split:
+        # each consumer's keys_per_wg keys are the N of its S and dP products, whose transposed
+        # B operand takes swizzles of at most N elements, and a wgmma's operands share one
+        # swizzle: 64 bytes for every tile (and the P and dS columns a consumer writes are whole
+        # swizzle tiles)
+        swizzle = min(swizzle, keys_per_wg * dtype.itemsize)
     tiled = (plgpu.TilingTransform((8, swizzle // dtype.itemsize)),
              plgpu.SwizzleTransform(swizzle))
 
@@ -392,7 +422,6 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
             head, i = head_step(s, g)
             return head, q_tile(i, masked)
 
-        @pl.when(wg < 2)
         def _consumer():
             plgpu.set_max_registers(config.consumer_registers, action="increase")
             with jax.named_scope("prologue"):
@@ -512,6 +541,130 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
                 with jax.named_scope("store_wait"):
                     plgpu.wait_smem_to_gmem(0)
 
+        def _channel_consumer():
+            """channel_split (head dim 256): both consumers hold the tile's keys_per_wg x 2 keys.
+            Consumer wg computes S and dP for keys [wg x keys_per_wg, +keys_per_wg) over all
+            channels, and dV, dK and dQ for channels [wg x half, +half) over all the keys:
+            P and dS (queries x keys, bfloat16) meet in shared memory, and the products are
+            the 5 of the default split, none recomputed."""
+            plgpu.set_max_registers(config.consumer_registers, action="increase")
+            cols_h = pl.ds(wg * half, half)
+            mine = pl.ds(wg * keys_per_wg, keys_per_wg)
+            with jax.named_scope("prologue"):
+                k_start = tile * keys
+                kv_slice = (batch, pl.ds(k_start, keys), kvh)
+                pl.when(wg == 0)(lambda: plgpu.copy_gmem_to_smem(k_ref.at[kv_slice], k_smem,
+                                                                 kv_ready.at[0]))
+                pl.when(wg == 1)(lambda: plgpu.copy_gmem_to_smem(v_ref.at[kv_slice], v_smem,
+                                                                 kv_ready.at[1]))
+                _, k_seg_r = load_layout(klay_ref, batch, k_start, keys, row_layout)
+                k_pos_c, k_seg_c = load_layout(klay_ref, batch, k_start + wg * keys_per_wg,
+                                               keys_per_wg, col_layout)
+                c, sc = factors_ref[0], factors_ref[1]
+                plgpu.barrier_wait(kv_ready.at[0])
+                plgpu.barrier_wait(kv_ready.at[1])
+                # each zeroes its channels of the padding rows; every product reads all of them
+                zero_padding_rows(k_smem.at[:, cols_h], k_seg_r, pad_id)
+                zero_padding_rows(v_smem.at[:, cols_h], k_seg_r, pad_id)
+                plgpu.barrier_arrive(done.at[0])
+                plgpu.barrier_wait(done.at[0])
+            k_live_c = k_seg_c != pad_id
+            shape = (block_q, keys_per_wg)
+
+            def zeros(shape_):
+                return plgpu.layout_cast(jnp.full(shape_, 0.0, jnp.float32), plgpu.Layout.WGMMA)
+
+            def q_rows(x):
+                return lax.broadcast_in_dim(x, shape, [0])
+
+            def k_cols(x):
+                return lax.broadcast_in_dim(x, shape, [1])
+
+            def step(s, g, carry, masked: bool):
+                dk, dv = carry
+                slot = ring(s, stages)
+                d = ring(s, 2)
+                head, qt = where_step(s, g, masked)
+                q_layout = (load_layout(qlay_ref, batch, qt * block_q, block_q, row_layout)
+                            if masked else None)
+                plgpu.barrier_wait(loaded.at[slot])
+
+                def sdp_scope(s_acc, dp_acc):
+                    plgpu.wgmma(s_acc, q_smem.at[slot], k_smem.at[mine].transpose((1, 0)))
+                    plgpu.wgmma(dp_acc, do_smem.at[slot], v_smem.at[mine].transpose((1, 0)))
+                    s_ = plgpu.wgmma_accumulator_load(s_acc, wait_n=1)
+                    lse_r = plgpu.load(st_smem.at[slot, 0], layout=row_layout)
+                    if cap is None:
+                        p, d_cap = jnp.exp2(s_ * c - q_rows(lse_r)), None
+                    else:
+                        th = jnp.tanh(s_ * c)
+                        p, d_cap = jnp.exp2(th * (cap * LOG2E) - q_rows(lse_r)), 1.0 - th * th
+                    if masked:  # key_side_rule with the keys along the columns
+                        q_pos_r, q_seg_r = q_layout
+                        ok = key_side_rule(variant, k_cols, q_rows, k_live_c, q_seg_r, k_seg_c,
+                                           q_pos_r, k_pos_c)
+                        p = jnp.where(ok, p, 0.0)
+                    delta_r = plgpu.load(st_smem.at[slot, 1], layout=row_layout)
+                    dp = plgpu.wgmma_accumulator_load(dp_acc, wait_n=0) - q_rows(delta_r)
+                    ds = p * dp if d_cap is None else p * dp * d_cap
+                    return p.astype(dtype), ds.astype(dtype)
+
+                acc = plgpu.ACC(shape, jnp.float32)
+                p, ds = pl.run_scoped(sdp_scope, acc, acc)
+                # P and dS of both consumers' keys meet in shared memory (two slots, as the
+                # default split's dS^T)
+                ds_smem.at[0, d, :, mine][...] = p
+                ds_smem.at[1, d, :, mine][...] = ds
+                plgpu.commit_smem()
+                plgpu.barrier_arrive(ds_ready.at[d])
+                plgpu.barrier_wait(ds_ready.at[d])
+
+                def grad_scope(refs):
+                    dv_acc, dk_acc, dq_acc = refs
+                    plgpu.wgmma(dv_acc, ds_smem.at[0, d].transpose((1, 0)),
+                                do_smem.at[slot, :, cols_h])
+                    plgpu.wgmma(dq_acc, ds_smem.at[1, d], k_smem.at[:, cols_h])
+                    plgpu.wgmma(dk_acc, ds_smem.at[1, d].transpose((1, 0)),
+                                q_smem.at[slot, :, cols_h])
+                    dq = plgpu.wgmma_accumulator_load(dq_acc, wait_n=1)
+                    plgpu.wait_smem_to_gmem(0, wait_read_only=True)
+                    if deterministic:
+                        scale_r = plgpu.load(st_smem.at[slot, 2], layout=row_layout)
+                        dq_smem.at[wg][...] = to_fixed(
+                            dq, lax.broadcast_in_dim(scale_r, (block_q, half), [0]))
+                    else:
+                        dq_smem.at[wg][...] = dq
+                    plgpu.commit_smem()
+                    plgpu.copy_smem_to_gmem(dq_flat.at[wg], dq_ref.at[batch, head, qt, wg],
+                                            reduction_op="add")
+
+                dv, dk, _ = pl.run_state(grad_scope)(
+                    (plgpu.ACC.init(dv), plgpu.ACC.init(dk),
+                     plgpu.ACC.init(zeros((block_q, half)))))
+                plgpu.barrier_arrive(free.at[slot])
+                return dk, dv
+
+            with jax.named_scope("loop"):
+                dk, dv = head_steps(group, per_head, lf - lo, uf - lo,
+                                    lambda s, g, c_: step(s, g, c_, True),
+                                    lambda s, g, c_: step(s, g, c_, False),
+                                    (zeros((keys, half)), zeros((keys, half))))
+            with jax.named_scope("epilogue"):
+                plgpu.barrier_arrive(done.at[1])  # both consumers' products have read K and V
+                plgpu.barrier_wait(done.at[1])
+                plgpu.wait_smem_to_gmem(0)
+                k_smem.at[:, cols_h][...] = (dk * sc).astype(dtype)
+                v_smem.at[:, cols_h][...] = dv.astype(dtype)
+                plgpu.commit_smem()
+                plgpu.barrier_arrive(done.at[2])  # both halves written
+                plgpu.barrier_wait(done.at[2])
+                pl.when(wg == 0)(lambda: plgpu.copy_smem_to_gmem(k_smem, dk_ref.at[kv_slice]))
+                pl.when(wg == 1)(lambda: plgpu.copy_smem_to_gmem(v_smem, dv_ref.at[kv_slice]))
+                with jax.named_scope("store_wait"):
+                    plgpu.wait_smem_to_gmem(0)
+
+        pl.when(wg < 2)(_channel_consumer if config.channel_split else _consumer)
+
         @pl.when(wg == 2)
         def _producer():
             plgpu.set_max_registers(config.producer_registers, action="decrease")
@@ -543,14 +696,20 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
             plgpu.SMEM((2, block_q, half), acc_dtype,
                        transforms=(plgpu.TilingTransform((DQ_TILE, DQ_TILE)),)),
             plgpu.SMEM((2, *dq_share), acc_dtype))
+        if config.channel_split:  # K and V of all the keys; P and dS (queries x keys), two steps
+            kv_and_ds = (plgpu.SMEM((keys, h), dtype, transforms=tiled),
+                         plgpu.SMEM((keys, h), dtype, transforms=tiled),
+                         plgpu.SMEM((2, 2, block_q, keys), dtype, transforms=tiled))
+        else:  # K (then dK); the consumers' V (then dV); dS^T (keys x queries), two steps
+            kv_and_ds = (plgpu.SMEM((keys, h), dtype, transforms=tiled),
+                         plgpu.SMEM((2, keys_per_wg, h), dtype, transforms=tiled),
+                         plgpu.SMEM((2, keys, block_q), dtype, transforms=tiled))
         smem = (
             plgpu.SMEM((stages, block_q, h), dtype, transforms=tiled),  # Q
             plgpu.SMEM((stages, block_q, h), dtype, transforms=tiled),  # dO
             # logsumexp (log2), delta, and for the deterministic dQ its scale
             plgpu.SMEM((stages, stats.shape[2], block_q), jnp.float32),
-            plgpu.SMEM((keys, h), dtype, transforms=tiled),  # K, then dK
-            plgpu.SMEM((2, keys_per_wg, h), dtype, transforms=tiled),  # V, then dV
-            plgpu.SMEM((2, keys, block_q), dtype, transforms=tiled),  # dS^T, two steps
+            *kv_and_ds,
             dq_tiles,
         )
         pl.run_scoped(
@@ -559,7 +718,10 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
                                    scoped),
             smem, plgpu.Barrier(num_arrivals=3, num_barriers=stages),  # Q, dO, stats: one each
             plgpu.Barrier(num_arrivals=2, num_barriers=stages), plgpu.Barrier(num_barriers=4),
-            plgpu.Barrier(num_arrivals=2, num_barriers=2), plgpu.Barrier(num_arrivals=2),
+            plgpu.Barrier(num_arrivals=2, num_barriers=2),
+            # the consumers meet: at the end (and with channel_split, after zeroing K's and V's
+            # padding and between the epilogue's reads and writes of K and V), a barrier each
+            plgpu.Barrier(num_arrivals=2, num_barriers=3 if config.channel_split else 1),
             collective_axes="wg")
 
     # dQ's accumulator: zeros from a barrier with this call's stats, so that XLA neither fuses
