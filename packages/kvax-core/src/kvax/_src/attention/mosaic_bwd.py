@@ -422,6 +422,38 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
             head, i = head_step(s, g)
             return head, q_tile(i, masked)
 
+        def zeros(shape):
+            """A float32 accumulator of zeros in the WGMMA layout."""
+            return plgpu.layout_cast(jnp.full(shape, 0.0, jnp.float32), plgpu.Layout.WGMMA)
+
+        def probabilities(x, lse, spread, c):
+            """(P, the soft cap's factor 1 - tanh^2 or None) of the scores x (S or S^T), the
+            logsumexp lse (log2) spread to them by `spread`; c: logit_factor's."""
+            if cap is None:
+                return jnp.exp2(x * c - spread(lse)), None
+            th = jnp.tanh(x * c)
+            return jnp.exp2(th * (cap * LOG2E) - spread(lse)), 1.0 - th * th
+
+        def score_grads(p, dp, d_cap):
+            """dS from P, dP - delta and the cap's factor: P is 0 where the rule hides a pair,
+            and dP finite there (V's and dO's padding rows are 0), so no select of its own."""
+            return p * dp if d_cap is None else p * dp * d_cap
+
+        def add_dq(dq, slot, head, qt):
+            """A consumer's share of dQ ([block_q, half], before the softmax scale) added into
+            the accumulator by TMA: scaled per row and rounded to int32 (deterministic), or in
+            float32, times the scale after the kernel."""
+            plgpu.wait_smem_to_gmem(0, wait_read_only=True)  # the last add read it
+            if deterministic:
+                scale_r = plgpu.load(st_smem.at[slot, 2], layout=row_layout)
+                dq_smem.at[wg][...] = to_fixed(
+                    dq, lax.broadcast_in_dim(scale_r, (block_q, half), [0]))
+            else:
+                dq_smem.at[wg][...] = dq
+            plgpu.commit_smem()
+            plgpu.copy_smem_to_gmem(dq_flat.at[wg], dq_ref.at[batch, head, qt, wg],
+                                    reduction_op="add")
+
         def _consumer():
             plgpu.set_max_registers(config.consumer_registers, action="increase")
             with jax.named_scope("prologue"):
@@ -443,9 +475,6 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
             k_live_r = None if rank_rule else k_seg_r != pad_id
             k_cols = k_smem.at[:, pl.ds(wg * half, half)]
             shape = (keys_per_wg, block_q)
-
-            def zeros(shape_):
-                return plgpu.layout_cast(jnp.full(shape_, 0.0, jnp.float32), plgpu.Layout.WGMMA)
 
             def cols(x):
                 return lax.broadcast_in_dim(x, shape, [1])
@@ -469,11 +498,7 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
                     plgpu.wgmma(dp_acc, v_smem.at[wg], do_smem.at[slot].transpose((1, 0)))
                     s_t = plgpu.wgmma_accumulator_load(s_acc, wait_n=1)
                     lse_c = plgpu.load(st_smem.at[slot, 0], layout=col_layout)
-                    if cap is None:
-                        p_t, d_cap = jnp.exp2(s_t * c - cols(lse_c)), None
-                    else:
-                        th = jnp.tanh(s_t * c)
-                        p_t, d_cap = jnp.exp2(th * (cap * LOG2E) - cols(lse_c)), 1.0 - th * th
+                    p_t, d_cap = probabilities(s_t, lse_c, cols, c)
                     if masked and rank_rule:  # the keys' ranks, the queries' (lo, hi)
                         q_lo_c, q_hi_c = q_layout
                         ok = in_intervals(rows(k_pos_r), cols(q_lo_c), cols(q_hi_c))
@@ -485,9 +510,7 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
                         p_t = jnp.where(ok, p_t, 0.0)
                     delta_c = plgpu.load(st_smem.at[slot, 1], layout=col_layout)
                     dp_t = plgpu.wgmma_accumulator_load(dp_acc, wait_n=0) - cols(delta_c)
-                    # P^T is 0 where the rule hides a pair, and dP^T finite there (V's and
-                    # dO's padding rows are 0): dS^T needs no select of its own
-                    ds_t = p_t * dp_t if d_cap is None else p_t * dp_t * d_cap
+                    ds_t = score_grads(p_t, dp_t, d_cap)
                     return p_t.astype(dtype), ds_t.astype(dtype)
 
                 acc = plgpu.ACC(shape, jnp.float32)
@@ -505,17 +528,7 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
                     plgpu.barrier_wait(ds_ready.at[d])
                     plgpu.wgmma(dq_acc, ds_smem.at[d].transpose((1, 0)), k_cols)
                     plgpu.wgmma(dk_acc, ds_t, q_smem.at[slot])
-                    dq = plgpu.wgmma_accumulator_load(dq_acc, wait_n=1)
-                    plgpu.wait_smem_to_gmem(0, wait_read_only=True)  # the last add read it
-                    if deterministic:  # scaled per row and rounded to int32
-                        scale_r = plgpu.load(st_smem.at[slot, 2], layout=row_layout)
-                        dq_smem.at[wg][...] = to_fixed(
-                            dq, lax.broadcast_in_dim(scale_r, (block_q, half), [0]))
-                    else:  # times the scale after the kernel
-                        dq_smem.at[wg][...] = dq
-                    plgpu.commit_smem()
-                    plgpu.copy_smem_to_gmem(dq_flat.at[wg], dq_ref.at[batch, head, qt, wg],
-                                            reduction_op="add")
+                    add_dq(plgpu.wgmma_accumulator_load(dq_acc, wait_n=1), slot, head, qt)
 
                 dv, dk, _ = pl.run_state(grad_scope)(
                     (plgpu.ACC.init(dv), plgpu.ACC.init(dk),
@@ -571,9 +584,6 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
             k_live_c = k_seg_c != pad_id
             shape = (block_q, keys_per_wg)
 
-            def zeros(shape_):
-                return plgpu.layout_cast(jnp.full(shape_, 0.0, jnp.float32), plgpu.Layout.WGMMA)
-
             def q_rows(x):
                 return lax.broadcast_in_dim(x, shape, [0])
 
@@ -594,11 +604,7 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
                     plgpu.wgmma(dp_acc, do_smem.at[slot], v_smem.at[mine].transpose((1, 0)))
                     s_ = plgpu.wgmma_accumulator_load(s_acc, wait_n=1)
                     lse_r = plgpu.load(st_smem.at[slot, 0], layout=row_layout)
-                    if cap is None:
-                        p, d_cap = jnp.exp2(s_ * c - q_rows(lse_r)), None
-                    else:
-                        th = jnp.tanh(s_ * c)
-                        p, d_cap = jnp.exp2(th * (cap * LOG2E) - q_rows(lse_r)), 1.0 - th * th
+                    p, d_cap = probabilities(s_, lse_r, q_rows, c)
                     if masked:  # key_side_rule with the keys along the columns
                         q_pos_r, q_seg_r = q_layout
                         ok = key_side_rule(variant, k_cols, q_rows, k_live_c, q_seg_r, k_seg_c,
@@ -606,7 +612,7 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
                         p = jnp.where(ok, p, 0.0)
                     delta_r = plgpu.load(st_smem.at[slot, 1], layout=row_layout)
                     dp = plgpu.wgmma_accumulator_load(dp_acc, wait_n=0) - q_rows(delta_r)
-                    ds = p * dp if d_cap is None else p * dp * d_cap
+                    ds = score_grads(p, dp, d_cap)
                     return p.astype(dtype), ds.astype(dtype)
 
                 acc = plgpu.ACC(shape, jnp.float32)
@@ -626,17 +632,7 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
                     plgpu.wgmma(dq_acc, ds_smem.at[1, d], k_smem.at[:, cols_h])
                     plgpu.wgmma(dk_acc, ds_smem.at[1, d].transpose((1, 0)),
                                 q_smem.at[slot, :, cols_h])
-                    dq = plgpu.wgmma_accumulator_load(dq_acc, wait_n=1)
-                    plgpu.wait_smem_to_gmem(0, wait_read_only=True)
-                    if deterministic:
-                        scale_r = plgpu.load(st_smem.at[slot, 2], layout=row_layout)
-                        dq_smem.at[wg][...] = to_fixed(
-                            dq, lax.broadcast_in_dim(scale_r, (block_q, half), [0]))
-                    else:
-                        dq_smem.at[wg][...] = dq
-                    plgpu.commit_smem()
-                    plgpu.copy_smem_to_gmem(dq_flat.at[wg], dq_ref.at[batch, head, qt, wg],
-                                            reduction_op="add")
+                    add_dq(plgpu.wgmma_accumulator_load(dq_acc, wait_n=1), slot, head, qt)
 
                 dv, dk, _ = pl.run_state(grad_scope)(
                     (plgpu.ACC.init(dv), plgpu.ACC.init(dk),
