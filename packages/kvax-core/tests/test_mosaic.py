@@ -1637,17 +1637,25 @@ def test_backward_interpreted_on_cpu_matches_reference(monkeypatch, deterministi
     mask's schedule brings). The custom_vjp is called eagerly, not through the jitted
     vjp.attention: inside an outer jit the interpreter's warpgroup threads sometimes
     deadlocked on a 2-core machine."""
-    import mosaic_interpret
-
     monkeypatch.setattr(mosaic_bwd, "chosen_config",
                         lambda: mosaic_bwd.BackwardConfig(rank_rule=ranks))
     seed = int(np.random.SeedSequence().entropy % 2**31)
-    batch = _interpreted_batch(seed, 300, "shuffled")
+    report = _interpreted_training_check(_interpreted_batch(seed, 300, "shuffled"), seed,
+                                         deterministic, is_causal, cap, schedule=ranks)
+    assert report.ok, f"seed={seed}\n{report}"
+
+
+def _interpreted_training_check(batch, seed, deterministic, is_causal, cap, schedule=False):
+    """check_attention's report on output, logsumexp and gradients through the API's
+    custom_vjp with the Mosaic kernels (vjp._attention, called eagerly), run on CPU by jax's
+    GPU interpret mode; schedule: the forward mask brings its Schedule (rank rule)."""
+    import mosaic_interpret
+
     layout = [jnp.asarray(a) for a in batch.layout.arrays]
     variant = MaskVariant(is_causal=is_causal)
     masks = build_masks(*layout, fwd_params=FWD, bwd_params=BWD128, skip_pad_tokens=True,
-                        variant=variant, schedule=ranks)
-    assert not ranks or masks[0].schedule.rank_rule
+                        variant=variant, schedule=schedule)
+    assert not schedule or masks[0].schedule.rank_rule
     opts = Options(sequential=False, backend="mosaic", fwd_params=FWD, bwd_params=BWD128,
                    variant=variant, logits_soft_cap=cap, deterministic=deterministic)
 
@@ -1656,10 +1664,9 @@ def test_backward_interpreted_on_cpu_matches_reference(monkeypatch, deterministi
         return out, lse.transpose(0, 2, 1)
 
     with mosaic_interpret.interpreted():
-        report = check_attention(attention, batch, scale=0.1, seed=seed, residual=True,
-                                 mask_terms=mask_terms(is_causal=is_causal),
-                                 logits_fn=None if cap is None else soft_cap(cap))
-    assert report.ok, f"seed={seed}\n{report}"
+        return check_attention(attention, batch, scale=0.1, seed=seed, residual=True,
+                               mask_terms=mask_terms(is_causal=is_causal),
+                               logits_fn=None if cap is None else soft_cap(cap))
 
 
 @pytest.mark.parametrize("deterministic,is_causal,cap,kv_len", [
@@ -1672,32 +1679,16 @@ def test_channel_split_backward_interpreted_on_cpu_matches_reference(monkeypatch
     Mosaic forward, on CPU under jax's GPU interpret mode, against the float64 reference as
     test_backward_interpreted_on_cpu_matches_reference does. No GPU has run this backward
     yet."""
-    import mosaic_interpret
-
     monkeypatch.setattr(mosaic_bwd, "chosen_config", mosaic_bwd.channel_config)
     seed = int(np.random.SeedSequence().entropy % 2**31)
     batch = packed_batch(seed, batch=1, kv_len=kv_len, num_heads=2, num_kv_heads=1,
                          head_dim=256, dtype="bfloat16", poison_padding=True, num_docs=(2, 4),
                          segment_ids="shuffled", pad_tokens=(20, 60))
-    layout = [jnp.asarray(a) for a in batch.layout.arrays]
-    variant = MaskVariant(is_causal=is_causal)
-    masks = build_masks(*layout, fwd_params=FWD, bwd_params=BWD128, skip_pad_tokens=True,
-                        variant=variant)
-    opts = Options(sequential=False, backend="mosaic", fwd_params=FWD, bwd_params=BWD128,
-                   variant=variant, logits_soft_cap=cap, deterministic=deterministic)
     steps = []
     rule = mosaic_bwd.key_side_rule
     monkeypatch.setattr(mosaic_bwd, "key_side_rule",
                         lambda *args: steps.append(args[1].__name__) or rule(*args))
-
-    def attention(q, k, v, *layout):
-        out, lse = _attention(opts, q, k, v, jnp.float32(0.1), None, *layout, masks)
-        return out, lse.transpose(0, 2, 1)
-
-    with mosaic_interpret.interpreted():
-        report = check_attention(attention, batch, scale=0.1, seed=seed, residual=True,
-                                 mask_terms=mask_terms(is_causal=is_causal),
-                                 logits_fn=None if cap is None else soft_cap(cap))
+    report = _interpreted_training_check(batch, seed, deterministic, is_causal, cap)
     assert report.ok, f"seed={seed}\n{report}"
     assert set(steps) == {"k_cols"}  # the split's masked steps ran (keys along the columns)
 
