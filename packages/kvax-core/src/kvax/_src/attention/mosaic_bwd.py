@@ -570,7 +570,7 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
                                                                  kv_ready.at[0]))
                 pl.when(wg == 1)(lambda: plgpu.copy_gmem_to_smem(v_ref.at[kv_slice], v_smem,
                                                                  kv_ready.at[1]))
-                _, k_seg_r = load_layout(klay_ref, batch, k_start, keys, row_layout)
+                (k_seg_r,) = load_layout(klay_ref, batch, k_start, keys, row_layout, rows=(1,))
                 k_pos_c, k_seg_c = load_layout(klay_ref, batch, k_start + wg * keys_per_wg,
                                                keys_per_wg, col_layout)
                 c, sc = factors_ref[0], factors_ref[1]
