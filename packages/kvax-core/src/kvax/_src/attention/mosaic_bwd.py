@@ -136,7 +136,7 @@ def channel_config() -> BackwardConfig:
     and dO. Per consumer float32 dK and dV of 64 keys x 128 channels (128 registers a thread)
     and shared memory of about 224 KiB (K, V, Q, dO: 32 KiB each; P and dS: 2 x 8 KiB each; dQ's
     float32 halves: 64 KiB). FA3 splits its head-dim-256 backward by channels too."""
-    return BackwardConfig(keys_per_wg=32, stages=1, channel_split=True)
+    return BackwardConfig(keys_per_wg=32, channel_split=True)
 
 
 def chosen_config() -> BackwardConfig:
@@ -392,12 +392,16 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
         code = order_ref[batch, lax.axis_index("heads") * num_k_tiles + lax.axis_index("k_seq")]
         kvh, tile = lax.div(code, num_k_tiles), lax.rem(code, num_k_tiles)
         wg = lax.axis_index("wg")
-        ((q_smem, do_smem, st_smem, k_smem, v_smem, ds_smem, dq_smem), loaded, free, kv_ready,
-         ds_ready, done) = scoped
-        # the same bytes: 8x8 tiles for the registers' store, flat for TMA. A RefUnion's groups
-        # each start at its first byte; Mosaic does not promise more, and writing through one
-        # view and reading through the other relies on that (the GPU tests check every element)
-        dq_smem, dq_flat = dq_smem
+        bufs, loaded, free, kv_ready, ds_ready, done = scoped
+        # dQ's shares: the same bytes as 8x8 tiles for the registers' store and flat for TMA. A
+        # RefUnion's groups each start at its first byte; Mosaic does not promise more, and
+        # writing through one view and reading through the other relies on that (the GPU tests
+        # check every element)
+        if config.channel_split:  # Q and dO as [stage, channel half, (Q, dO)]; each step's
+            # dQ shares in the bytes of its stage, a half each (RefUnion)
+            (dq_smem, dq_flat, qdo), st_smem, k_smem, v_smem, ds_smem = bufs
+        else:
+            q_smem, do_smem, st_smem, k_smem, v_smem, ds_smem, (dq_smem, dq_flat) = bufs
 
         lo, hi, lf, uf = block_bounds(bounds_ref, batch, tile // row_ratio, col_ratio,
                                       num_q_tiles)
@@ -442,17 +446,21 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
         def add_dq(dq, slot, head, qt):
             """A consumer's share of dQ ([block_q, half], before the softmax scale) added into
             the accumulator by TMA: scaled per row and rounded to int32 (deterministic), or in
-            float32, times the scale after the kernel."""
-            plgpu.wait_smem_to_gmem(0, wait_read_only=True)  # the last add read it
+            float32, times the scale after the kernel. With channel_split it goes through the
+            bytes of the step's own stage (free: this consumer's products have read them),
+            else through the consumer's one buffer, once the last add has read it."""
+            if config.channel_split:
+                tiles, flat = dq_smem.at[slot, wg], dq_flat.at[slot, wg]
+            else:
+                plgpu.wait_smem_to_gmem(0, wait_read_only=True)  # the last add read it
+                tiles, flat = dq_smem.at[wg], dq_flat.at[wg]
             if deterministic:
                 scale_r = plgpu.load(st_smem.at[slot, 2], layout=row_layout)
-                dq_smem.at[wg][...] = to_fixed(
-                    dq, lax.broadcast_in_dim(scale_r, (block_q, half), [0]))
+                tiles[...] = to_fixed(dq, lax.broadcast_in_dim(scale_r, (block_q, half), [0]))
             else:
-                dq_smem.at[wg][...] = dq
+                tiles[...] = dq
             plgpu.commit_smem()
-            plgpu.copy_smem_to_gmem(dq_flat.at[wg], dq_ref.at[batch, head, qt, wg],
-                                    reduction_op="add")
+            plgpu.copy_smem_to_gmem(flat, dq_ref.at[batch, head, qt, wg], reduction_op="add")
 
         def _consumer():
             plgpu.set_max_registers(config.consumer_registers, action="increase")
@@ -584,6 +592,12 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
             k_live_c = k_seg_c != pad_id
             shape = (block_q, keys_per_wg)
 
+            def k_half(i):  # B operands of S and dP: our keys, the i-th half of the channels
+                return k_smem.at[mine, pl.ds(i * half, half)].transpose((1, 0))
+
+            def v_half(i):
+                return v_smem.at[mine, pl.ds(i * half, half)].transpose((1, 0))
+
             def q_rows(x):
                 return lax.broadcast_in_dim(x, shape, [0])
 
@@ -599,10 +613,19 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
                             if masked else None)
                 plgpu.barrier_wait(loaded.at[slot])
 
+                def release():
+                    """The last step's stage back to the producer, once its dQ add has read
+                    it: the next stage loads during this step."""
+                    plgpu.wait_smem_to_gmem(0, wait_read_only=True)
+                    plgpu.barrier_arrive(free.at[ring(s - 1, stages)])
+
                 def sdp_scope(s_acc, dp_acc):
-                    plgpu.wgmma(s_acc, q_smem.at[slot], k_smem.at[mine].transpose((1, 0)))
-                    plgpu.wgmma(dp_acc, do_smem.at[slot], v_smem.at[mine].transpose((1, 0)))
-                    s_ = plgpu.wgmma_accumulator_load(s_acc, wait_n=1)
+                    for i in range(2):  # over all the channels: a product per stored half
+                        plgpu.wgmma(s_acc, qdo.at[slot, i, 0], k_half(i))
+                    for i in range(2):
+                        plgpu.wgmma(dp_acc, qdo.at[slot, i, 1], v_half(i))
+                    pl.when(s > 0)(release)
+                    s_ = plgpu.wgmma_accumulator_load(s_acc, wait_n=2)
                     lse_r = plgpu.load(st_smem.at[slot, 0], layout=row_layout)
                     p, d_cap = probabilities(s_, lse_r, q_rows, c)
                     if masked:  # key_side_rule with the keys along the columns
@@ -626,19 +649,18 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
                 plgpu.barrier_wait(ds_ready.at[d])
 
                 def grad_scope(refs):
+                    """dV and dK read this consumer's half of the stage, so dQ's share, which
+                    then takes those bytes, waits for all three products."""
                     dv_acc, dk_acc, dq_acc = refs
-                    plgpu.wgmma(dv_acc, ds_smem.at[0, d].transpose((1, 0)),
-                                do_smem.at[slot, :, cols_h])
+                    plgpu.wgmma(dv_acc, ds_smem.at[0, d].transpose((1, 0)), qdo.at[slot, wg, 1])
+                    plgpu.wgmma(dk_acc, ds_smem.at[1, d].transpose((1, 0)), qdo.at[slot, wg, 0])
                     plgpu.wgmma(dq_acc, ds_smem.at[1, d], k_smem.at[:, cols_h])
-                    plgpu.wgmma(dk_acc, ds_smem.at[1, d].transpose((1, 0)),
-                                q_smem.at[slot, :, cols_h])
-                    add_dq(plgpu.wgmma_accumulator_load(dq_acc, wait_n=1), slot, head, qt)
+                    add_dq(plgpu.wgmma_accumulator_load(dq_acc, wait_n=0), slot, head, qt)
 
                 dv, dk, _ = pl.run_state(grad_scope)(
                     (plgpu.ACC.init(dv), plgpu.ACC.init(dk),
                      plgpu.ACC.init(zeros((block_q, half)))))
-                plgpu.barrier_arrive(free.at[slot])
-                return dk, dv
+                return dk, dv  # the stage goes back in the next step (release)
 
             with jax.named_scope("loop"):
                 dk, dv = head_steps(group, per_head, lf - lo, uf - lo,
@@ -669,6 +691,15 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
                 q_slice = (batch, pl.ds(qt * block_q, block_q), head)
                 if wait:
                     plgpu.barrier_wait(free.at[slot])
+                if config.channel_split:  # Q, then dO, by channel halves
+                    for j, src in enumerate((q_ref, do_ref)):
+                        for i in range(2):
+                            plgpu.copy_gmem_to_smem(src.at[(*q_slice, pl.ds(i * half, half))],
+                                                    qdo.at[slot, i, j], loaded.at[slot])
+                    plgpu.copy_gmem_to_smem(
+                        stats_ref.at[batch, head, :, pl.ds(qt * block_q, block_q)],
+                        st_smem.at[slot], loaded.at[slot])
+                    return
                 plgpu.copy_gmem_to_smem(q_ref.at[q_slice], q_smem.at[slot], loaded.at[slot])
                 plgpu.copy_gmem_to_smem(
                     stats_ref.at[batch, head, :, pl.ds(qt * block_q, block_q)],
@@ -688,31 +719,41 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
 
     def entry(q_ref, k_ref, v_ref, do_ref, stats_ref, qlay_ref, klay_ref, bounds_ref, factors_ref,
               order_ref, dq_ref, dk_ref, dv_ref):
-        dq_tiles = plgpu.RefUnion(  # the consumers' dQ halves, float32 or int32 fixed point
-            plgpu.SMEM((2, block_q, half), acc_dtype,
-                       transforms=(plgpu.TilingTransform((DQ_TILE, DQ_TILE)),)),
-            plgpu.SMEM((2, *dq_share), acc_dtype))
-        if config.channel_split:  # K and V of all the keys; P and dS (queries x keys), two steps
-            kv_and_ds = (plgpu.SMEM((keys, h), dtype, transforms=tiled),
-                         plgpu.SMEM((keys, h), dtype, transforms=tiled),
-                         plgpu.SMEM((2, 2, block_q, keys), dtype, transforms=tiled))
-        else:  # K (then dK); the consumers' V (then dV); dS^T (keys x queries), two steps
-            kv_and_ds = (plgpu.SMEM((keys, h), dtype, transforms=tiled),
-                         plgpu.SMEM((2, keys_per_wg, h), dtype, transforms=tiled),
-                         plgpu.SMEM((2, keys, block_q), dtype, transforms=tiled))
-        smem = (
-            plgpu.SMEM((stages, block_q, h), dtype, transforms=tiled),  # Q
-            plgpu.SMEM((stages, block_q, h), dtype, transforms=tiled),  # dO
-            # logsumexp (log2), delta, and for the deterministic dQ its scale
-            plgpu.SMEM((stages, stats.shape[2], block_q), jnp.float32),
-            *kv_and_ds,
-            dq_tiles,
-        )
+        dq_tiling = (plgpu.TilingTransform((DQ_TILE, DQ_TILE)),)
+        # logsumexp (log2), delta, and for the deterministic dQ its scale
+        st_smem = plgpu.SMEM((stages, stats.shape[2], block_q), jnp.float32)
+        if config.channel_split:
+            # per stage and channel half: Q's and dO's columns (bfloat16), then that half's dQ
+            # share (float32 or int32) in the same 32 KiB; K and V of all the keys; P and dS
+            # (queries x keys), two steps
+            smem = (
+                plgpu.RefUnion(
+                    plgpu.SMEM((stages, 2, block_q, half), acc_dtype, transforms=dq_tiling),
+                    plgpu.SMEM((stages, 2, *dq_share), acc_dtype),
+                    plgpu.SMEM((stages, 2, 2, block_q, half), dtype, transforms=tiled)),
+                st_smem,
+                plgpu.SMEM((keys, h), dtype, transforms=tiled),
+                plgpu.SMEM((keys, h), dtype, transforms=tiled),
+                plgpu.SMEM((2, 2, block_q, keys), dtype, transforms=tiled))
+            tma_loads = 5  # Q and dO by halves, the stats
+        else:
+            smem = (
+                plgpu.SMEM((stages, block_q, h), dtype, transforms=tiled),  # Q
+                plgpu.SMEM((stages, block_q, h), dtype, transforms=tiled),  # dO
+                st_smem,
+                # K (then dK); the consumers' V (then dV); dS^T (keys x queries), two steps
+                plgpu.SMEM((keys, h), dtype, transforms=tiled),
+                plgpu.SMEM((2, keys_per_wg, h), dtype, transforms=tiled),
+                plgpu.SMEM((2, keys, block_q), dtype, transforms=tiled),
+                plgpu.RefUnion(  # the consumers' dQ shares, float32 or int32 fixed point
+                    plgpu.SMEM((2, block_q, half), acc_dtype, transforms=dq_tiling),
+                    plgpu.SMEM((2, *dq_share), acc_dtype)))
+            tma_loads = 3  # Q, dO, the stats
         pl.run_scoped(
             lambda *scoped: kernel(q_ref, k_ref, v_ref, do_ref, stats_ref, qlay_ref, klay_ref,
                                    bounds_ref, factors_ref, order_ref, dq_ref, dk_ref, dv_ref,
                                    scoped),
-            smem, plgpu.Barrier(num_arrivals=3, num_barriers=stages),  # Q, dO, stats: one each
+            smem, plgpu.Barrier(num_arrivals=tma_loads, num_barriers=stages),
             plgpu.Barrier(num_arrivals=2, num_barriers=stages), plgpu.Barrier(num_barriers=4),
             plgpu.Barrier(num_arrivals=2, num_barriers=2),
             # the consumers meet: at the end (and with channel_split, after zeroing K's and V's
