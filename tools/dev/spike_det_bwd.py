@@ -68,7 +68,7 @@ def variant(spec: str):
     fields = {key: int(value) for key, value in (f.split("=") for f in fields.split(","))}
     deterministic = bool(fields.pop("deterministic", 1))
     config = dataclasses.replace(mosaic_bwd.BackwardConfig(), **fields)
-    return name, deterministic, mock.patch.object(mosaic_bwd, "chosen_config", lambda: config)
+    return name, deterministic, mock.patch.object(mosaic_bwd, "chosen_config", lambda *_: config)
 
 
 def main(argv=None):

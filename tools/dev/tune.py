@@ -2,10 +2,10 @@
 candidate's output (or gradients) is compared with the default's.
 
     source tools/gpu_env.sh && python3 tools/dev/tune.py --out $OUT/tune.json
-    python3 tools/dev/tune.py --head-dim 256 --heads 16 --kv-heads 8 --fwd --bwd 64,128,8,2 ...
-        # Gemma's shape: the backward candidates only (the Triton backward on Hopper there)
-    ... --head-dim 256 --fwd --bwd --mosaic-bwd-channel-split
-        # the same with the Mosaic backward's channel split (not yet the API's)
+    python3 tools/dev/tune.py --head-dim 256 --heads 16 --kv-heads 8 --fwd --bwd 64,64,8,2
+        # Gemma's shape, the backward's (mask) blocks only: the Mosaic channel split on Hopper
+    ... --head-dim 256 --fwd --bwd 64,64,8,2 --triton-bwd
+        # the Triton backward's tiles there instead, as the API ran before session 67
 
 Prints one line per candidate (ms, useful TF/s, relative difference from the default) and writes
 them all to --out. Used to choose the defaults in kvax/_src/config.py and the tiles in
@@ -45,9 +45,8 @@ def main():
                    help="only these forward parameter sets, after the default")
     p.add_argument("--bwd", nargs="*", default=None, metavar="QB,KB,WARPS,STAGES",
                    help="only these backward parameter sets, after the default")
-    p.add_argument("--mosaic-bwd-channel-split", action="store_true",
-                   help="the Mosaic backward's channel split (mosaic_bwd.channel_config) for head "
-                   "dim 256, which the API does not take yet: else the Triton backward runs there")
+    p.add_argument("--triton-bwd", action="store_true",
+                   help="the Triton backward wherever the Mosaic one would run (Hopper)")
     p.add_argument("--out", default="tune.json")
     args = p.parse_args()
 
@@ -59,8 +58,8 @@ def main():
     from kvax.utils import FlashAttentionParamsConfig as P
     from kvax.utils import default_params
 
-    if args.mosaic_bwd_channel_split:
-        mosaic_bwd.chosen_config = mosaic_bwd.channel_config
+    if args.triton_bwd:
+        mosaic_bwd.supported = lambda *_, **__: "tune.py --triton-bwd"
     w = Workload(args.seq_len, args.num_segments, args.num_pad_tokens,
                  num_heads=args.heads, num_kv_heads=args.kv_heads, head_dim=args.head_dim,
                  doc_median=args.doc_median)

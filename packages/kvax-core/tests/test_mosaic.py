@@ -1,6 +1,6 @@
 """The Hopper backend ("mosaic": the Pallas Mosaic GPU forward and backward, its dQ summed in
-fixed point by default or in float32 with deterministic=False; the Triton backward for the shapes
-the Mosaic one does not take).
+fixed point by default or in float32 with deterministic=False, by channel halves at head dim
+256; the Triton backward for the shapes the Mosaic one does not take).
 
 On any machine: the kernels lower for CUDA (Mosaic GPU's own passes run here, so kernel errors
 show in CI) for every variant, dtype, head dim and tile choice, and the backend refuses what it
@@ -502,19 +502,21 @@ def test_backward_lowers_for_cuda(h, dtype, variant, extra, deterministic):
     _assert_hardware_tanh(text, extra)
 
 
-def test_channel_split_backward_takes_head_dim_256_only_when_asked(monkeypatch):
-    """BackwardConfig.channel_split (head dim 256, no GPU run yet) is not the API's: by default
-    head dim 256 keeps the Triton backward; asked for, it takes 256 and only 256, 64-key dK/dV
-    blocks, and not the rank rule."""
-    assert "head dims" in mosaic_bwd.supported(256, (128, 64))
+def test_channel_split_backward_is_head_dim_256s():
+    """BackwardConfig.channel_split is the API's config at head dim 256 and only there: it takes
+    256 and only 256, 64-key dK/dV blocks, and not the rank rule; the other head dims keep the
+    default split."""
     split = mosaic_bwd.channel_config()
     assert split.keys == 64 and split.stages == 2
-    assert mosaic_bwd.supported(256, (128, 64), config=split) is None
-    assert mosaic_bwd.supported(256, (64, 64), config=split) is None
-    assert "head dims" in mosaic_bwd.supported(128, (128, 64), config=split)
-    assert "multiples of 64x64" in mosaic_bwd.supported(256, (96, 64), config=split)
-    monkeypatch.setattr(mosaic_bwd, "chosen_config", mosaic_bwd.channel_config)
+    assert mosaic_bwd.chosen_config(256) == split
+    for h in (64, 128):
+        assert mosaic_bwd.chosen_config(h) == mosaic_bwd.BackwardConfig()
     assert mosaic_bwd.supported(256, (128, 64)) is None  # what the backends ask
+    assert mosaic_bwd.supported(256, (64, 64)) is None
+    assert "head dims" in mosaic_bwd.supported(128, (128, 64), config=split)
+    assert "head dims" in mosaic_bwd.supported(256, (128, 64),
+                                               config=mosaic_bwd.BackwardConfig())
+    assert "multiples of 64x64" in mosaic_bwd.supported(256, (96, 64))
     q = jnp.zeros((1, 128, 2, 256), jnp.bfloat16)
     layout = _one_document(128, 128)
     (mask,) = build_masks(*layout, fwd_params=FWD, bwd_params=None, skip_pad_tokens=True)
@@ -532,12 +534,11 @@ def test_channel_split_backward_lowers_for_cuda(monkeypatch, variant, extra, det
     """Head dim 256 through both Mosaic kernels with the channel split: it lowers, its shared
     memory fits at two stages of Q and dO with dQ's shares in their bytes (about 225.5 KiB of
     227), and three stages would not."""
-    monkeypatch.setattr(mosaic_bwd, "chosen_config", mosaic_bwd.channel_config)
     step, q, k = _training_step(256, "bfloat16", variant, deterministic=deterministic, **extra)
     text = jax.jit(step).trace(q, k, k).lower(lowering_platforms=("cuda",)).as_text()
     assert re.findall(r"stablehlo.custom_call @(\w+)", text) == ["mosaic_gpu_v2"] * 2
     if deterministic:
-        monkeypatch.setattr(mosaic_bwd, "chosen_config", lambda: dataclasses.replace(
+        monkeypatch.setattr(mosaic_bwd, "chosen_config", lambda *_: dataclasses.replace(
             mosaic_bwd.channel_config(), stages=3))
         jax.clear_caches()  # the step's inner jit would reuse the two-stage trace
         step, q, k = _training_step(256, "bfloat16", variant, deterministic=deterministic,
@@ -555,7 +556,7 @@ def test_backward_rank_rule_reads_the_forward_masks_layouts(monkeypatch, schedul
     kernels, and the step sorts nothing), or else built in the call (a sort per call); by
     default ids and positions ([B, 2, T']), whatever the forward reads."""
     monkeypatch.setattr(mosaic_bwd, "chosen_config",
-                        lambda: mosaic_bwd.BackwardConfig(rank_rule=rule))
+                        lambda *_: mosaic_bwd.BackwardConfig(rank_rule=rule))
     jax.clear_caches()
     step, q, k = _training_step(128, "bfloat16", MaskVariant(False, (300, 20)), t=1000, s=1000,
                                 schedule=schedule)
@@ -766,15 +767,16 @@ def test_forward_hands_the_mosaic_backward_a_zeroed_query(monkeypatch):
 def test_backward_choice_follows_the_blocks_not_determinism():
     """The Mosaic backward runs by default (deterministic, dQ in fixed point) and with
     deterministic=False alike, wherever its shapes allow (the choice takes no options); dK/dV
-    blocks of 64 keys keep the Triton backward (the README's way to avoid its dQ buffer), as does
-    head dim 256."""
+    blocks of 64 keys keep the Triton backward (the README's way to avoid its dQ buffer); head dim
+    256 takes the channel split, with dK/dV blocks of multiples of 64x64."""
     q = jax.ShapeDtypeStruct((1, 1000, 4, 128), jnp.bfloat16)
     k = jax.ShapeDtypeStruct((1, 1000, 2, 128), jnp.bfloat16)
     h256 = jax.ShapeDtypeStruct((1, 1000, 2, 256), jnp.bfloat16)
     choose = backends.MosaicBackend._mosaic_backward
     assert choose(q, k, k, (128, 64))
     assert not choose(q, k, k, (64, 64))
-    assert not choose(h256, h256, h256, (128, 64))
+    assert choose(h256, h256, h256, (128, 64)) and choose(h256, h256, h256, (64, 64))
+    assert not choose(h256, h256, h256, (96, 64))
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -796,7 +798,8 @@ def test_padding_windows_flag_every_tile_that_holds_padding(seed):
 def test_backward_refuses_what_it_cannot_run():
     assert mosaic_bwd.supported(128, (128, 64)) is None
     assert mosaic_bwd.supported(64, (256, 128)) is None
-    assert "head dims" in mosaic_bwd.supported(256, (128, 64))
+    assert mosaic_bwd.supported(256, (128, 64)) is None  # the channel split
+    assert "head dims" in mosaic_bwd.supported(96, (128, 64))
     assert "128x64" in mosaic_bwd.supported(128, (64, 64))
     assert "128x64" in mosaic_bwd.supported(128, (128, 32))
     assert "equal for keys and values" in mosaic_bwd.supported(128, (128, 64), value_dim=64)
@@ -1392,7 +1395,7 @@ def test_mosaic_backward_matches_reference(variant, case, deterministic):
 @pytest.mark.parametrize("case", [CASES[2], CASES[3], CASES[4]], ids=_case_id)
 @pytest.mark.parametrize("deterministic", [True, False], ids=["fixed", "float"])
 def test_mosaic_backward_other_shapes(case, deterministic):
-    """Decode and MQA, head dim 256 (which keeps the Triton backward), one global document."""
+    """Decode and MQA, head dim 256 (the channel split), one global document."""
     _assert_matches(case, {}, bwd=BWD128, deterministic=deterministic)
 
 
@@ -1401,10 +1404,9 @@ def test_mosaic_backward_other_shapes(case, deterministic):
 @pytest.mark.parametrize("variant", [{}, dict(logits_soft_cap=4.0, local_window_size=(40, 0)),
                                      dict(is_causal=False, sinks=True)], ids=_variant_id)
 @pytest.mark.parametrize("deterministic", [True, False], ids=["fixed", "float"])
-def test_channel_split_backward_matches_reference(monkeypatch, variant, deterministic):
-    """BackwardConfig.channel_split at head dim 256 (not yet the API's): against the reference,
-    then bitwise reruns with exact zeros on the padding."""
-    monkeypatch.setattr(mosaic_bwd, "chosen_config", mosaic_bwd.channel_config)
+def test_channel_split_backward_matches_reference(variant, deterministic):
+    """BackwardConfig.channel_split, head dim 256's: against the reference, then bitwise reruns
+    with exact zeros on the padding."""
     _assert_matches(CASES[3], variant, bwd=BWD128, deterministic=deterministic)
     if deterministic and not variant:
         _assert_bitwise_and_padding_exact(_batch(CASES[3], 8), bwd=BWD128)
@@ -1639,7 +1641,7 @@ def test_backward_interpreted_on_cpu_matches_reference(monkeypatch, deterministi
     vjp.attention: inside an outer jit the interpreter's warpgroup threads sometimes
     deadlocked on a 2-core machine."""
     monkeypatch.setattr(mosaic_bwd, "chosen_config",
-                        lambda: mosaic_bwd.BackwardConfig(rank_rule=ranks))
+                        lambda *_: mosaic_bwd.BackwardConfig(rank_rule=ranks))
     seed = int(np.random.SeedSequence().entropy % 2**31)
     report = _interpreted_training_check(_interpreted_batch(seed, 300, "shuffled"), seed,
                                          deterministic, is_causal, cap, schedule=ranks)
@@ -1678,9 +1680,7 @@ def test_channel_split_backward_interpreted_on_cpu_matches_reference(monkeypatch
     """BackwardConfig.channel_split at head dim 256 (both consumers on one 64-key tile, S and
     dP split by keys, dK, dV and dQ by channels, P and dS meeting in shared memory), after the
     Mosaic forward, on CPU under jax's GPU interpret mode, against the float64 reference as
-    test_backward_interpreted_on_cpu_matches_reference does. No GPU has run this backward
-    yet."""
-    monkeypatch.setattr(mosaic_bwd, "chosen_config", mosaic_bwd.channel_config)
+    test_backward_interpreted_on_cpu_matches_reference does."""
     seed = int(np.random.SeedSequence().entropy % 2**31)
     batch = packed_batch(seed, batch=1, kv_len=kv_len, num_heads=2, num_kv_heads=1,
                          head_dim=256, dtype="bfloat16", poison_padding=True, num_docs=(2, 4),
@@ -1789,7 +1789,7 @@ def test_either_rule_matches_reference(monkeypatch, case, variant, rank_rule):
     API, the backward after it with the same rule (the Mosaic one, BackwardConfig.rank_rule,
     where it takes the head dim)."""
     monkeypatch.setattr(mosaic_bwd, "chosen_config",
-                        lambda: mosaic_bwd.BackwardConfig(rank_rule=rank_rule))
+                        lambda *_: mosaic_bwd.BackwardConfig(rank_rule=rank_rule))
     with _edited_configs(monkeypatch, lambda config, group: dataclasses.replace(
             config, rank_rule=rank_rule)) as chosen:
         _assert_matches(case, variant, bwd=BWD128)

@@ -220,7 +220,7 @@ class MosaicBackend(TritonBackend):
         if not self._mosaic_backward(q, k, v, (dkdv_mask.row_block, dkdv_mask.col_block)):
             return super().backward(opts, q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, out,
                                     lse, delta, dout, dq_mask, dkdv_mask)
-        config = mosaic_bwd.chosen_config()
+        config = mosaic_bwd.chosen_config(q.shape[-1])
         # with the rank rule, the layouts the forward mask's schedule brings (built once with the
         # mask; its queries and keys are this call's)
         sched = getattr(fwd_mask, "schedule", None)

@@ -132,23 +132,24 @@ class BackwardConfig:
 
 
 def channel_config() -> BackwardConfig:
-    """Head dim 256, not yet the API's (no GPU has run it): 64 keys a program, one stage of Q
-    and dO. Per consumer float32 dK and dV of 64 keys x 128 channels (128 registers a thread)
-    and shared memory of about 224 KiB (K, V, Q, dO: 32 KiB each; P and dS: 2 x 8 KiB each; dQ's
-    float32 halves: 64 KiB). FA3 splits its head-dim-256 backward by channels too."""
+    """Head dim 256's: 64 keys a program, two stages of Q and dO. Per consumer float32 dK and dV
+    of 64 keys x 128 channels (128 registers a thread) and shared memory of about 225.5 KiB (K and
+    V: 32 KiB each; Q and dO: 2 x 64 KiB, where each step's dQ shares go too; P and dS: 2 x 8 KiB
+    each). FA3 splits its head-dim-256 backward by channels too."""
     return BackwardConfig(keys_per_wg=32, channel_split=True)
 
 
-def chosen_config() -> BackwardConfig:
-    """The config of the API's backward calls (the defaults; tests patch it to ask for others)."""
-    return BackwardConfig()
+def chosen_config(head_dim: int = 128) -> BackwardConfig:
+    """The config of the API's backward calls at this head dim: channel_config at 256, else the
+    defaults (tests patch it to ask for others)."""
+    return channel_config() if head_dim in SPLIT_HEAD_DIMS else BackwardConfig()
 
 
 def supported(head_dim: int, dkdv_blocks: tuple[int, int], *, kv_len: int = 0,
               value_dim: int | None = None, config: BackwardConfig | None = None) -> str | None:
     """Why a call with this head dim and dK/dV mask blocks (rows = keys, columns = queries) cannot
     take this backward, or None."""
-    config = config or chosen_config()
+    config = config or chosen_config(head_dim)
     dims = SPLIT_HEAD_DIMS if config.channel_split else HEAD_DIMS
     if head_dim not in dims or value_dim not in (None, head_dim):
         return (f"the Mosaic backward takes head dims {dims} equal for keys and values, got "
