@@ -136,10 +136,10 @@ class MosaicBackend(TritonBackend):
     """Hopper: the forward in Pallas Mosaic GPU (mosaic_fwd.py: TMA, warp-specialised producer
     and two ping-ponging consumer warpgroups), the backward too (mosaic_bwd.py, dQ by TMA
     reduce-add: summed in fixed point, bitwise-equal reruns, or with `deterministic=False` in
-    float32; head dims 64 and 128, dK/dV mask blocks of multiples of 128 x 64; other calls keep
-    the deterministic Triton backward). bfloat16/float16, head dims 64, 128 and 256 (equal for
-    keys and values), forward mask blocks of multiples of 128 x 64; other calls fall through to
-    triton."""
+    float32; head dims 64 and 128 with dK/dV mask blocks of multiples of 128 x 64, and 256 with
+    multiples of 64 x 64; other calls keep the deterministic Triton backward). bfloat16/float16,
+    head dims 64, 128 and 256 (equal for keys and values), forward mask blocks of multiples of
+    128 x 64; other calls fall through to triton."""
 
     name = "mosaic"
     lowers_backward_ahead = False  # its kernels compile ahead their own way (prewarm.py)

@@ -1,10 +1,11 @@
 """Hopper backward in Pallas Mosaic GPU, dQ accumulated by TMA reduce-add.
 
 The default backward on Hopper for the shapes it takes (head dims 64 and 128, dK/dV mask blocks of
-multiples of 128 keys x 64 queries). One program per (kv head, 128 keys, batch row), three
-warpgroups: a producer streams (Q, dO, logsumexp, delta) tiles of the query blocks our dK/dV block
-mask visits, for each query head of the kv head's group in turn; two consumers own 64 keys each
-and keep dK and dV in registers across the group (GQA summed there). Per tile and consumer:
+multiples of 128 keys x 64 queries; head dim 256, split by channels as below, multiples of
+64 x 64). One program per (kv head, 128 keys, batch row), three warpgroups: a producer streams
+(Q, dO, logsumexp, delta) tiles of the query blocks our dK/dV block mask visits, for each query
+head of the kv head's group in turn; two consumers own 64 keys each and keep dK and dV in
+registers across the group (GQA summed there). Per tile and consumer:
 
     S^T = K Q^T and dP^T = V dO^T          issued together; the exponentials overlap dP^T
     P^T = exp(S^T - lse), dS^T = P^T (dP^T - delta)     (soft cap: times 1 - tanh^2)
@@ -57,14 +58,18 @@ Measured on an H100 in docs/bench/h100-2026-11-23-mosaic-bwd and docs/bench/h100
 The consumers' phases are named (prologue, loop, epilogue, store_wait) for Mosaic GPU's on-device
 profiler (tools/dev/profile_timeline.py --backward).
 
-Head dim 256 (BackwardConfig.channel_split, channel_config; not yet the API's: no GPU has run it,
-so head dim 256 keeps the Triton backward). dK and dV of 64 keys x 256 channels would take 256
-registers a thread of a consumer, so both consumers share one tile of 64 keys: each computes
-S and dP for 32 of the keys over all the channels, P and dS of all 64 keys meet in shared memory,
-and each computes dV, dK and dQ for 128 of the channels. Still 5 products, none recomputed.
-One stage of Q and dO fits shared memory (two would take 290 KiB of 227), and every tile takes
-64-byte swizzles (the 32-key products' transposed operands need them, and a product's operands
-share one). The plan, after FA3's own head-dim-256 split: docs/bench/h200-2026-12-01-s66.
+Head dim 256 (BackwardConfig.channel_split, channel_config, what chosen_config gives there). dK
+and dV of 64 keys x 256 channels would take 256 registers a thread of a consumer, so both
+consumers share one tile of 64 keys: each computes S and dP for 32 of the keys over all the
+channels, P and dS of all 64 keys meet in shared memory, and each computes dV, dK and dQ for 128
+of the channels. Still 5 products, none recomputed. Every tile takes 64-byte swizzles (the 32-key
+products' transposed operands need them, and a product's operands share one). Q and dO come in
+two stages, stored by channel halves: a step's dQ shares are staged in the bytes of its own
+stage, each consumer in the half that only its dV and dK products read, and the stage goes back
+to the producer in the next step, once the add has read it (two stages and a separate dQ buffer
+would take 290 KiB of 227). On an H200 at 64k, forward+backward ran 1.42-1.52x as fast as with
+the Triton backward and 1.45-1.48x as with a one-stage split (docs/bench/h200-2026-12-01-s67;
+the plan, after FA3's own head-dim-256 split: docs/bench/h200-2026-12-01-s66).
 """
 
 from __future__ import annotations
