@@ -732,6 +732,7 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
             # per stage and channel half: Q's and dO's columns (bfloat16), then that half's dQ
             # share (float32 or int32) in the same 32 KiB; K and V of all the keys; P and dS
             # (queries x keys), two steps
+            assert 2 * dtype.itemsize == jnp.dtype(acc_dtype).itemsize  # [stage, half] align
             smem = (
                 plgpu.RefUnion(
                     plgpu.SMEM((stages, 2, block_q, half), acc_dtype, transforms=dq_tiling),
