@@ -3,6 +3,7 @@ on-device profiler.
 
     python tools/dev/profile_timeline.py [--rows 1,0] [--configs 64x128x2] [--space 8] [--out DIR]
     python tools/dev/profile_timeline.py --backward [--rows 1,0] [--space 8]
+    python tools/dev/profile_timeline.py --backward --shape 16,8,256   # Gemma's: the channel split
     python tools/dev/profile_timeline.py --load DIR/row1-64x128x2.npz [--space 8]   # no GPU
 
 The kernels' named scopes (mosaic_fwd: prologue with q_wait, first_key, store_read and meet in
@@ -380,8 +381,11 @@ def summarize_saved(path: str, space: int, num_heads: int = 32):
     summarize(parse(buffer, names, space), per_block, os.path.basename(path))
 
 
-def backward_timeline(rows, space: int, repeats: int, out_dir: str):
-    """The default (deterministic) Mosaic backward under jax.grad, profiled alone."""
+def backward_timeline(rows, space: int, repeats: int, out_dir: str, shape=None):
+    """The default (deterministic) Mosaic backward under jax.grad, profiled alone; shape:
+    (query heads, kv heads, head dim) in place of the rows' own."""
+    import dataclasses
+
     import jax
     import jax.numpy as jnp
 
@@ -391,6 +395,9 @@ def backward_timeline(rows, space: int, repeats: int, out_dir: str):
 
     for r in rows:
         w = ROWS[int(r)]
+        if shape:
+            w = dataclasses.replace(w, num_heads=shape[0], num_kv_heads=shape[1],
+                                    head_dim=shape[2])
         q, k, v, pos, seg = inputs(w)
         q, k, v = (jnp.asarray(x, w.dtype) for x in (q, k, v))
         pos, seg = jnp.asarray(pos), jnp.asarray(seg)
@@ -413,7 +420,8 @@ def backward_timeline(rows, space: int, repeats: int, out_dir: str):
         label = f"{w.name} backward"
         print(f"{label}: forward+backward {ms:.3f} ms without the profiler", flush=True)
         summarize(parse(buffer, names, space), None, label)
-        np.savez_compressed(os.path.join(out_dir, f"row{r}-backward.npz"), buffer=buffer,
+        tag = "-h{}".format(w.head_dim) if shape else ""
+        np.savez_compressed(os.path.join(out_dir, f"row{r}-backward{tag}.npz"), buffer=buffer,
                             grid=np.array(grid), names=np.array(sorted(names, key=names.get)))
 
 
@@ -426,6 +434,8 @@ def main(argv=None):
     p.add_argument("--out", default="/tmp/profile_timeline")
     p.add_argument("--backward", action="store_true",
                    help="the default Mosaic backward (under jax.grad) instead of the forward")
+    p.add_argument("--shape", default=None, metavar="HEADS,KV_HEADS,HEAD_DIM",
+                   help="with --backward: the rows at these heads and head dim (e.g. 16,8,256)")
     p.add_argument("--load", nargs="*", default=(),
                    help="saved .npz files to summarize again (taken with --space), no GPU")
     args = p.parse_args(argv)
@@ -442,7 +452,8 @@ def main(argv=None):
     os.makedirs(args.out, exist_ok=True)
     print("device", jax.devices()[0].device_kind, "jax", jax.__version__, flush=True)
     if args.backward:
-        return backward_timeline(args.rows.split(","), args.space, args.repeats, args.out)
+        shape = tuple(int(x) for x in args.shape.split(",")) if args.shape else None
+        return backward_timeline(args.rows.split(","), args.space, args.repeats, args.out, shape)
     params = default_params(jax.devices()[0].device_kind, backward=False)
     configs = args.configs.split(",")
     for r in args.rows.split(","):

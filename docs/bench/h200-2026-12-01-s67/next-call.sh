@@ -1,10 +1,15 @@
-# Prepared in session 67, not run (its device time was spent): fresh fuzz seeds through the
-# kernels, now that head dim 256's backward is the Mosaic channel split. `mosaic` draws head dim
-# 256 in a quarter of its cases (fuzz.py mosaic_case), so it takes most of the processes;
-# `variants` (head dims up to 128) keeps the rest. One H200, about 9 minutes.
+# Prepared in session 67, not run (its device time was spent). First where the channel split's
+# time goes at head dim 256 (Gemma's shape; the Mosaic on-device profiler's phases per
+# warpgroup, on 8 documents and log-normal ones: profile_timeline.py --shape, untried on a GPU),
+# then fresh fuzz seeds through the kernels: `mosaic` draws head dim 256 in a quarter of its cases
+# (fuzz.py mosaic_case), so it takes most of the processes. One H200, about 9 minutes.
 source tools/gpu_env.sh
 nvidia-smi --query-gpu=name --format=csv,noheader
-gpu_fuzz $OUT/mosaic.txt 520 mosaic --seeds 6300:7800 --jobs 5 --time-limit 470 &
-gpu_fuzz $OUT/variants.txt 520 variants --seeds 16800:17700 --jobs 2 --time-limit 470 &
+timeout -s INT 200 python3 tools/dev/profile_timeline.py --backward --shape 16,8,256 --rows 0,1 \
+  --out $OUT/profile 2>&1 | grep -v "^[WI]0000 " | tail -40
+echo "profiled at $SECONDS s"
+left=$((540 - SECONDS))
+gpu_fuzz $OUT/mosaic.txt $left mosaic --seeds 6300:7800 --jobs 5 --time-limit $((left - 50)) &
+gpu_fuzz $OUT/variants.txt $left variants --seeds 16800:17700 --jobs 2 --time-limit $((left - 50)) &
 wait
 echo "done at $SECONDS s"
