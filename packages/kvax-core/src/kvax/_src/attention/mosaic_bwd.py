@@ -432,6 +432,19 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
             head, i = head_step(s, g)
             return head, q_tile(i, masked)
 
+        def open_step(s, g, masked: bool, layout):
+            """(stage, P/dS slot, query head, query tile, a masked step's query layout in
+            `layout`) of step s, once its Q, dO and stats have landed. The layout's global
+            loads are issued before the wait, so that their latency is hidden (4-8% on
+            log-normal and short documents)."""
+            slot = ring(s, stages)
+            d = ring(s, 2)
+            head, qt = where_step(s, g, masked)
+            q_layout = (load_layout(qlay_ref, batch, qt * block_q, block_q, layout)
+                        if masked else None)
+            plgpu.barrier_wait(loaded.at[slot])  # Q, dO and the stats
+            return slot, d, head, qt, q_layout
+
         def zeros(shape):
             """A float32 accumulator of zeros in the WGMMA layout."""
             return plgpu.layout_cast(jnp.full(shape, 0.0, jnp.float32), plgpu.Layout.WGMMA)
@@ -498,14 +511,7 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
 
             def step(s, g, carry, masked: bool):
                 dk, dv = carry
-                slot = ring(s, stages)
-                d = ring(s, 2)
-                head, qt = where_step(s, g, masked)
-                # a masked step's query layout: global loads issued before the step's waits,
-                # so that their latency is hidden (4-8% on log-normal and short documents)
-                q_layout = (load_layout(qlay_ref, batch, qt * block_q, block_q, col_layout)
-                            if masked else None)
-                plgpu.barrier_wait(loaded.at[slot])  # Q, dO and the stats
+                slot, d, head, qt, q_layout = open_step(s, g, masked, col_layout)
 
                 def sdp_scope(s_acc, dp_acc):
                     plgpu.wgmma(s_acc, k_mine, q_smem.at[slot].transpose((1, 0)))
@@ -612,12 +618,7 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
 
             def step(s, g, carry, masked: bool):
                 dk, dv = carry
-                slot = ring(s, stages)
-                d = ring(s, 2)
-                head, qt = where_step(s, g, masked)
-                q_layout = (load_layout(qlay_ref, batch, qt * block_q, block_q, row_layout)
-                            if masked else None)
-                plgpu.barrier_wait(loaded.at[slot])
+                slot, d, head, qt, q_layout = open_step(s, g, masked, row_layout)
 
                 def release():
                     """The last step's stage back to the producer, once its dQ add has read
