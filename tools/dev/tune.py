@@ -6,6 +6,8 @@ candidate's output (or gradients) is compared with the default's.
         # Gemma's shape, the backward's (mask) blocks only: the Mosaic channel split on Hopper
     ... --head-dim 256 --fwd --bwd 64,64,8,2 --triton-bwd
         # the Triton backward's tiles there instead, as the API ran before session 67
+    ... --head-dim 256 --fwd --bwd --bwd-config stages=3
+        # the Mosaic backward with another BackwardConfig (its fields), beside the default
 
 Prints one line per candidate (ms, useful TF/s, relative difference from the default) and writes
 them all to --out. Used to choose the defaults in kvax/_src/config.py and the tiles in
@@ -16,6 +18,7 @@ triton_common.choose_tiles
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -47,6 +50,9 @@ def main():
                    help="only these backward parameter sets, after the default")
     p.add_argument("--triton-bwd", action="store_true",
                    help="the Triton backward wherever the Mosaic one would run (Hopper)")
+    p.add_argument("--bwd-config", nargs="*", default=(), metavar="FIELD=INT[+FIELD=INT]",
+                   help="after the backward sweep, the default blocks again with the Mosaic "
+                        "backward's config (chosen_config's) changed so, e.g. stages=3")
     p.add_argument("--out", default="tune.json")
     args = p.parse_args()
 
@@ -114,6 +120,8 @@ def main():
     bwd_default = default_params(kind, backward=True)
     print(f"{kind}, {w.name}, {w.allowed_pairs():,} allowed pairs")
 
+    base_bwd = []  # the backward sweep's first result
+
     def sweep(backward, candidates):
         """Time each candidate; the first one's result is the reference for the rest."""
         base = None
@@ -124,6 +132,8 @@ def main():
             if res is not None:
                 base = res if base is None else base
                 rec["rel_diff"] = diff(res, base)
+                if backward and not base_bwd:
+                    base_bwd.append(base)
             print(json.dumps(rec), flush=True)
 
     fwd_params = [fwd_default, P(128, 64, 8, 3), P(128, 64, 4, 4), P(128, 128, 8, 2),
@@ -137,6 +147,16 @@ def main():
         if args.bwd is not None:
             bwd_params = [bwd_default] + [P(*map(int, c.split(","))) for c in args.bwd]
         sweep(True, bwd_params)
+        chosen = mosaic_bwd.chosen_config
+        for text in args.bwd_config:  # each against the sweep's first (the default config)
+            edits = {f: int(x) for f, x in (e.split("=") for e in text.split("+"))}
+            mosaic_bwd.chosen_config = lambda h=128, e=edits: dataclasses.replace(chosen(h), **e)
+            name = f"fwd+bwd {bwd_default} {text}"
+            rec, res = record(name, True, lambda: run(name, fwd_default, bwd_default, True))
+            if res is not None:
+                rec["rel_diff"] = diff(res, base_bwd[0])
+            print(json.dumps(rec), flush=True)
+        mosaic_bwd.chosen_config = chosen
 
     with open(args.out, "w") as f:
         json.dump(dict(device=kind, workload=w.name, records=records), f, indent=1)
