@@ -9,7 +9,7 @@ the default before session 57: `maxima`); with --sinks also attention sinks with
 --rounds rounds time them in turn, so that clocks and heat drift over all of them alike:
 
     python tools/dev/spike_softcap.py [--caps 30,50] [--rounds 4] [--repeats 10] [--overlap] \
-        [--maxima] [--sinks] [--layers 8]
+        [--maxima] [--sinks] [--layers 8] [--head-dim 256 --heads 16 --kv-heads 8]
 
 --layers N times N calls chained in each jitted function (each output the next call's query, as
 bench.py --layers), so that no call's dispatch dilutes the cost; times are per call.
@@ -39,6 +39,9 @@ def main():
                         help="log-normal documents of this median length, shuffled ids "
                              "(default: 8 documents)")
     parser.add_argument("--seq-len", type=int, default=65536)
+    parser.add_argument("--head-dim", type=int, default=128, help="e.g. 256 (Gemma's)")
+    parser.add_argument("--heads", type=int, default=32, help="query heads")
+    parser.add_argument("--kv-heads", type=int, default=8)
     parser.add_argument("--overlap", action="store_true",
                         help="also time each configuration with MosaicConfig(overlap=True)")
     parser.add_argument("--maxima", action="store_true",
@@ -53,9 +56,10 @@ def main():
     from kvax._src.attention import mosaic_fwd
 
     n = args.seq_len
+    shape = dict(head_dim=args.head_dim, num_heads=args.heads, num_kv_heads=args.kv_heads)
     w = (Workload(n, num_pad_tokens=1000 * n // 65536, doc_median=args.doc_median,
-                  ids="shuffled") if args.doc_median
-         else Workload(n, num_segments=8, num_pad_tokens=2000 * n // 65536))
+                  ids="shuffled", **shape) if args.doc_median
+         else Workload(n, num_segments=8, num_pad_tokens=2000 * n // 65536, **shape))
     q, k, v, pos, seg = inputs(w)
     q, k, v = (jnp.asarray(x, jnp.bfloat16) for x in (q, k, v))
     pos, seg = jnp.asarray(pos), jnp.asarray(seg)

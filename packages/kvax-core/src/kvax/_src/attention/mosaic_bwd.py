@@ -130,10 +130,6 @@ class BackwardConfig:
     # head dim 256 (channel_config): both consumers on one tile of 2 x keys_per_wg keys, each
     # computing S and dP for keys_per_wg of them and dK, dV and dQ for half of the channels
     channel_split: bool = False
-    # trial (session 68): the split's dQ product first, its share rounded while dV and dK run;
-    # dq_halves: dQ's product over our own keys issued before the P/dS meeting
-    dq_early: bool = False
-    dq_halves: bool = False
 
     @property
     def keys(self) -> int:
@@ -466,29 +462,22 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
             and dP finite there (V's and dO's padding rows are 0), so no select of its own."""
             return p * dp if d_cap is None else p * dp * d_cap
 
-        def dq_share(dq, slot):
-            """A consumer's share of dQ as the accumulator takes it: scaled per row and rounded
-            to int32 (deterministic), else float32 as it is."""
-            if not deterministic:
-                return dq
-            scale_r = plgpu.load(st_smem.at[slot, 2], layout=row_layout)
-            return to_fixed(dq, lax.broadcast_in_dim(scale_r, (block_q, half), [0]))
-
-        def add_dq(dq, slot, head, qt, before_store=None):
+        def add_dq(dq, slot, head, qt):
             """A consumer's share of dQ ([block_q, half], before the softmax scale) added into
-            the accumulator by TMA (dq_share's; times the scale after the kernel). With
-            channel_split it goes through the bytes of the step's own stage (free: this
-            consumer's products have read them), else through the consumer's one buffer, once
-            the last add has read it."""
+            the accumulator by TMA: scaled per row and rounded to int32 (deterministic), or in
+            float32, times the scale after the kernel. With channel_split it goes through the
+            bytes of the step's own stage (free: this consumer's products have read them),
+            else through the consumer's one buffer, once the last add has read it."""
             if config.channel_split:
                 tiles, flat = dq_smem.at[slot, wg], dq_flat.at[slot, wg]
             else:
                 plgpu.wait_smem_to_gmem(0, wait_read_only=True)  # the last add read it
                 tiles, flat = dq_smem.at[wg], dq_flat.at[wg]
-            share = dq_share(dq, slot)
-            if before_store is not None:
-                before_store()
-            tiles[...] = share
+            if deterministic:
+                scale_r = plgpu.load(st_smem.at[slot, 2], layout=row_layout)
+                tiles[...] = to_fixed(dq, lax.broadcast_in_dim(scale_r, (block_q, half), [0]))
+            else:
+                tiles[...] = dq
             plgpu.commit_smem()
             plgpu.copy_smem_to_gmem(flat, dq_ref.at[batch, head, qt, wg], reduction_op="add")
 
@@ -664,28 +653,14 @@ def backward(q, k, v, scale, q_pos, q_seg, kv_pos, kv_seg, lse, delta, dout,
                 ds_smem.at[1, d, :, mine][...] = ds
                 plgpu.commit_smem()
                 plgpu.barrier_arrive(ds_ready.at[d])
-                if not config.dq_halves:
-                    plgpu.barrier_wait(ds_ready.at[d])
+                plgpu.barrier_wait(ds_ready.at[d])
 
                 def grad_scope(refs):
                     """dV and dK read this consumer's half of the stage, so dQ's share, which
                     then takes those bytes, waits for all three products."""
                     dv_acc, dk_acc, dq_acc = refs
-                    if config.dq_halves:
-                        other = pl.ds((1 - wg) * keys_per_wg, keys_per_wg)
-                        plgpu.wgmma(dq_acc, ds_smem.at[1, d, :, mine],
-                                    k_smem.at[mine, cols_h])
-                        plgpu.barrier_wait(ds_ready.at[d])
-                        plgpu.wgmma(dq_acc, ds_smem.at[1, d, :, other],
-                                    k_smem.at[other, cols_h])
-                    elif config.dq_early:
-                        plgpu.wgmma(dq_acc, ds_smem.at[1, d], k_smem.at[:, cols_h])
                     plgpu.wgmma(dv_acc, ds_smem.at[0, d].transpose((1, 0)), qdo.at[slot, wg, 1])
                     plgpu.wgmma(dk_acc, ds_smem.at[1, d].transpose((1, 0)), qdo.at[slot, wg, 0])
-                    if config.dq_early or config.dq_halves:
-                        add_dq(plgpu.wgmma_accumulator_load(dq_acc, wait_n=2), slot, head, qt,
-                               before_store=lambda: plgpu.wgmma_wait(0))
-                        return
                     plgpu.wgmma(dq_acc, ds_smem.at[1, d], k_smem.at[:, cols_h])
                     add_dq(plgpu.wgmma_accumulator_load(dq_acc, wait_n=0), slot, head, qt)
 
