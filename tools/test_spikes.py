@@ -495,3 +495,55 @@ def test_gpu_suite_split_takes_the_latest_times_and_balances(tmp_path):
     assert times == {"t.py::a": 50.0, "t.py::b": 30.5, "t.py::c": 20.0}
     parts = split_gpu_suite.split(["t.py::a", "t.py::b", "t.py::c", "t.py::d"], times, 2)
     assert parts == [["t.py::a", "t.py::c"], ["t.py::b", "t.py::d"]]  # d: the median, 30.5
+
+
+def test_tune_times_a_backward_config_beside_the_default(monkeypatch, tmp_path):
+    """tune.py --bwd-config: the default blocks again with the Mosaic backward's config
+    (chosen_config's) changed while that candidate is traced, and only then, its gradients
+    compared with the default's (here on the CPU path)."""
+    import json
+
+    import kvax
+    import tune
+    from kvax._src.attention import mosaic_bwd
+
+    stages = []  # chosen_config(256).stages whenever the API is traced
+    attention = kvax.ops.flash_attention
+
+    def traced(*args, **kwargs):
+        stages.append(mosaic_bwd.chosen_config(256).stages)
+        return attention(*args, **kwargs)
+
+    monkeypatch.setattr(kvax.ops, "flash_attention", traced)
+    chosen = mosaic_bwd.chosen_config
+    out = tmp_path / "tune.json"
+    monkeypatch.setattr(sys, "argv", [
+        "tune.py", "--seq-len", "300", "--num-segments", "3", "--num-pad-tokens", "7",
+        "--heads", "2", "--kv-heads", "1", "--head-dim", "16", "--repeats", "1", "--fwd",
+        "--bwd", "--bwd-config", "stages=3+keys_per_wg=32", "--out", str(out)])
+    tune.main()
+    assert mosaic_bwd.chosen_config is chosen
+    records = json.loads(out.read_text())["records"]
+    assert [(r["backward"], r["name"].rsplit(")", 1)[1]) for r in records] == [
+        (False, ""), (True, ""), (True, " stages=3+keys_per_wg=32")]
+    assert records[-1]["rel_diff"] == 0.0
+    assert set(stages[:-2]) == {2} and stages[-2:] == [3, 3]  # the forward's and the step's
+
+
+def test_softcap_spike_takes_the_shape(monkeypatch, capsys):
+    """spike_softcap.py --head-dim/--heads/--kv-heads: its workload has that shape; each
+    configuration is timed against no cap (here on the CPU path)."""
+    import spike_softcap
+
+    shapes = []
+    inputs = spike_softcap.inputs
+    monkeypatch.setattr(spike_softcap, "inputs", lambda w: shapes.append(
+        (w.head_dim, w.num_heads, w.num_kv_heads)) or inputs(w))
+    monkeypatch.setattr(sys, "argv", [
+        "spike_softcap.py", "--seq-len", "256", "--head-dim", "32", "--heads", "2",
+        "--kv-heads", "1", "--rounds", "1", "--repeats", "1", "--caps", "30"])
+    spike_softcap.main()
+    assert shapes == [(32, 2, 1)]
+    table = capsys.readouterr().out.split("cost against no cap): ")[1].splitlines()
+    assert table[0] == "fwd | f+b | f+b nondet"
+    assert [line.split()[:2] for line in table[1:]] == [["no", "cap"], ["cap", "30"]]
