@@ -436,8 +436,9 @@ def sharded_case(seed: int, platform: str = "cpu") -> str | None:
 
 def sharded_mosaic_case(seed: int, platform: str = "cpu") -> str | None:
     """`sharded`'s meshes and permutations over the Hopper kernels' cases: bfloat16/float16,
-    head dims 64 and 128, 128x128 forward blocks, dK/dV blocks for the Mosaic backward (128
-    keys) or the Triton one (64), either dQ mode, checked against kvax-testing's float64
+    head dims 64, 128 and 256, 128x128 forward blocks, dK/dV blocks of 128 or 64 keys (at 64
+    and 128 the Mosaic backward takes 128, the Triton one 64; at 256 its channel split takes
+    both), either dQ mode, checked against kvax-testing's float64
     reference with its baseline-tied bound. On Hopper GPUs each shard runs the Mosaic forward;
     `sharded` (float32, head dim 16) reaches only the Triton kernels there."""
     import jax.numpy as jnp
@@ -450,7 +451,7 @@ def sharded_mosaic_case(seed: int, platform: str = "cpu") -> str | None:
     if drawn is None:
         return SKIPPED
     (d, c, m), mesh, kv_sharded, k_heads, n_heads = drawn
-    h = int(r.choice([64, 128]))
+    h = int(r.choice([64, 128, 128, 256]))
     dtype = str(r.choice(["bfloat16", "float16"]))
     kv_len = 256 * c * int(r.integers(1, 4))
     fwd = FlashAttentionParamsConfig(query_block_size=128, kv_block_size=128)

@@ -434,16 +434,19 @@ def test_kvax_nn_runs_sharded_under_attention_specs(fake_mesh, mesh_device_count
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=2e-5, rtol=2e-5)
 
 
-@pytest.mark.parametrize("permute,deterministic,dkdv_keys", [
-    (False, True, 64), ("striped", True, 64), ("striped", True, 128), ("striped", False, 128)],
-    ids=["in-order", "striped", "striped-fixed-point", "striped-nondeterministic"])
-def test_hopper_tiles_under_context_parallelism(permute, deterministic, dkdv_keys, fake_mesh,
-                                               mesh_device_count):
-    """bf16, head dim 128, 128x128 forward blocks: on Hopper GPUs each shard's "auto" runs the
-    Mosaic forward, and with 128x64 dK/dV blocks the Mosaic backward, its dQ in fixed point or
-    (deterministic=False) float32; 64x64 blocks keep the Triton backward (elsewhere the kernels
-    or the pure-JAX path). Checked against kvax-testing's float64 reference with the
-    baseline-tied tolerance, NaN and Inf in the padding."""
+@pytest.mark.parametrize("permute,deterministic,dkdv_keys,head_dim", [
+    (False, True, 64, 128), ("striped", True, 64, 128), ("striped", True, 128, 128),
+    ("striped", False, 128, 128), ("striped", True, 128, 256), (False, False, 64, 256)],
+    ids=["in-order", "striped", "striped-fixed-point", "striped-nondeterministic",
+         "striped-fixed-point-256", "in-order-nondeterministic-256"])
+def test_hopper_tiles_under_context_parallelism(permute, deterministic, dkdv_keys, head_dim,
+                                               fake_mesh, mesh_device_count):
+    """bf16, 128x128 forward blocks: on Hopper GPUs each shard's "auto" runs the Mosaic forward.
+    At head dim 128 with 128x64 dK/dV blocks the Mosaic backward runs, its dQ in fixed point or
+    (deterministic=False) float32; 64x64 blocks keep the Triton backward. At head dim 256 both
+    take the Mosaic backward's channel split (elsewhere the kernels or the pure-JAX path).
+    Checked against kvax-testing's float64 reference with the baseline-tied tolerance, NaN and
+    Inf in the padding."""
     from kvax_testing import check_attention
 
     devices = min(mesh_device_count, 8)
@@ -452,8 +455,8 @@ def test_hopper_tiles_under_context_parallelism(permute, deterministic, dkdv_key
     fwd = FlashAttentionParamsConfig(query_block_size=128, kv_block_size=128)
     bwd = FlashAttentionParamsConfig(query_block_size=64, kv_block_size=dkdv_keys)
     batch = packed_batch(31 + bool(permute), batch=1, kv_len=256 * devices, num_heads=4,
-                         num_kv_heads=2, head_dim=128, num_docs=(3, 7), pad_tokens=(40, 90),
-                         dtype="bfloat16", poison_padding=True)
+                         num_kv_heads=2, head_dim=head_dim, num_docs=(3, 7),
+                         pad_tokens=(40, 90), dtype="bfloat16", poison_padding=True)
     mesh = fake_mesh((devices,), ("context",))
 
     def sharded(q, k, v, qp, qs, kp, ks):
@@ -464,12 +467,12 @@ def test_hopper_tiles_under_context_parallelism(permute, deterministic, dkdv_key
                                                                      strategy=permute)
             masks = create_attention_mask(qp, qs, kp, ks, fwd_params=fwd, bwd_params=bwd,
                                           calc_bwd_mask=True)
-            out = flash_attention(q, k, v, qp, qs, kp, ks, mask=masks, scale=128 ** -0.5,
+            out = flash_attention(q, k, v, qp, qs, kp, ks, mask=masks, scale=head_dim ** -0.5,
                                   fwd_params=fwd, bwd_params=bwd, deterministic=deterministic,
                                   permute_tokens_for_load_balance=permute)
             return unpermute_tokens_context_parallelism(out, strategy=permute) if permute else out
 
-    report = check_attention(jax.jit(sharded), batch, scale=128 ** -0.5, seed=3)
+    report = check_attention(jax.jit(sharded), batch, scale=head_dim ** -0.5, seed=3)
     assert report.ok, str(report)
 
 
