@@ -438,8 +438,8 @@ def sharded_mosaic_case(seed: int, platform: str = "cpu") -> str | None:
     """`sharded`'s meshes and permutations over the Hopper kernels' cases: bfloat16/float16,
     head dims 64, 128 and 256, 128x128 forward blocks, dK/dV blocks of 128 or 64 keys (at 64
     and 128 the Mosaic backward takes 128, the Triton one 64; at 256 its channel split takes
-    both), either dQ mode, checked against kvax-testing's float64
-    reference with its baseline-tied bound. On Hopper GPUs each shard runs the Mosaic forward;
+    both), either dQ mode, checked against kvax-testing's float64 reference with its
+    baseline-tied bound. On Hopper GPUs each shard runs the Mosaic forward;
     `sharded` (float32, head dim 16) reaches only the Triton kernels there."""
     import jax.numpy as jnp
 

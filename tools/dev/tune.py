@@ -6,8 +6,8 @@ candidate's output (or gradients) is compared with the default's.
         # Gemma's shape, the backward's (mask) blocks only: the Mosaic channel split on Hopper
     ... --head-dim 256 --fwd --bwd 64,64,8,2 --triton-bwd
         # the Triton backward's tiles there instead, as the API ran before session 67
-    ... --head-dim 256 --fwd --bwd --bwd-config stages=3
-        # the Mosaic backward with another BackwardConfig (its fields), beside the default
+    ... --fwd --bwd --bwd-config rotate=1 rank_rule=1+rotate=1
+        # the Mosaic backward with other BackwardConfig fields, each beside the default
 
 Prints one line per candidate (ms, useful TF/s, relative difference from the default) and writes
 them all to --out. Used to choose the defaults in kvax/_src/config.py and the tiles in
@@ -52,7 +52,7 @@ def main():
                    help="the Triton backward wherever the Mosaic one would run (Hopper)")
     p.add_argument("--bwd-config", nargs="*", default=(), metavar="FIELD=INT[+FIELD=INT]",
                    help="after the backward sweep, the default blocks again with the Mosaic "
-                        "backward's config (chosen_config's) changed so, e.g. stages=3")
+                        "backward's config (chosen_config's) changed so, e.g. rotate=1")
     p.add_argument("--out", default="tune.json")
     args = p.parse_args()
 
